@@ -1,0 +1,54 @@
+// Two kinds of failure (STYLE habit 9):
+//   NX_CHECK*  — the caller passed something wrong; becomes ValueError / TypeError / IndexError in
+//                Python, with a message naming the op, the shapes and what would be valid.
+//   NX_ASSERT  — a Nexus invariant broke; becomes NexusError "internal error, please report".
+// Library code never exits the process.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace nexus {
+
+class ValueError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+class TypeError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+class IndexError : public std::out_of_range {
+ public:
+  using std::out_of_range::out_of_range;
+};
+
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+template <class... Args>
+std::string str(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+}  // namespace nexus
+
+#define NX_THROW_IF_NOT_(Err, cond, ...) \
+  do {                                   \
+    if (!(cond)) [[unlikely]]            \
+      throw Err(::nexus::str(__VA_ARGS__)); \
+  } while (0)
+
+#define NX_CHECK(cond, ...) NX_THROW_IF_NOT_(::nexus::ValueError, cond, __VA_ARGS__)
+#define NX_CHECK_TYPE(cond, ...) NX_THROW_IF_NOT_(::nexus::TypeError, cond, __VA_ARGS__)
+#define NX_CHECK_INDEX(cond, ...) NX_THROW_IF_NOT_(::nexus::IndexError, cond, __VA_ARGS__)
+#define NX_ASSERT(cond, ...)                                                          \
+  NX_THROW_IF_NOT_(::nexus::InternalError, cond, "internal error, please report: ", \
+                   __FILE__, ":", __LINE__, ": " #cond " ", ##__VA_ARGS__)

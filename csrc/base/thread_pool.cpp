@@ -1,0 +1,167 @@
+// A fixed pool of workers fed by a generation counter: parallel_for publishes one job (a range
+// split into equal chunks), workers and the caller claim chunks with an atomic counter, and the
+// caller waits until every chunk is done. Exceptions from chunks are rethrown in the caller.
+#include "base/thread_pool.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/env.h"
+#include "base/error.h"
+#include "ops/blas.h"
+
+namespace nexus {
+namespace {
+
+thread_local bool tls_in_pool = false;
+
+int default_threads() {
+  std::string v = knob("NEXUS_NUM_THREADS");
+  if (!v.empty()) {
+    char* end = nullptr;
+    long n = std::strtol(v.c_str(), &end, 10);
+    NX_CHECK(end && *end == '\0' && n >= 1 && n <= 1024,
+             "NEXUS_NUM_THREADS must be an integer in [1, 1024], got '", v, "'");
+    return int(n);
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+class Pool {
+ public:
+  explicit Pool(int n) { resize(n); }
+  ~Pool() { stop_workers(); }
+
+  int size() const { return size_; }
+
+  void resize(int n) {
+    std::lock_guard<std::mutex> run(run_mutex_);
+    stop_workers();
+    size_ = n;
+    stop_ = false;
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker(); });
+  }
+
+  void run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+    std::lock_guard<std::mutex> run(run_mutex_);  // one job at a time (callers from many threads)
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      fn_ = &fn;
+      n_ = n;
+      chunk_ = chunk;
+      next_.store(0);
+      pending_ = (n + chunk - 1) / chunk;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void worker() {
+    tls_in_pool = true;
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      work();
+    }
+  }
+
+  void work() {
+    bool was = tls_in_pool;
+    tls_in_pool = true;
+    int64_t finished = 0;
+    for (;;) {
+      int64_t begin = next_.fetch_add(chunk_);
+      if (begin >= n_) break;
+      try {
+        (*fn_)(begin, std::min(n_, begin + chunk_));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      ++finished;
+    }
+    tls_in_pool = was;
+    if (finished) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_ -= finished;
+      if (pending_ == 0) done_.notify_all();
+    }
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  std::mutex run_mutex_, mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  int size_ = 1;
+  bool stop_ = false;
+  uint64_t generation_ = 0;
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, chunk_ = 1, pending_ = 0;
+  std::atomic<int64_t> next_{0};
+  std::exception_ptr error_;
+};
+
+Pool& pool() {
+  static Pool* p = [] {
+    int n = default_threads();
+    ops::blas_set_num_threads(n);
+    return new Pool(n);  // never destroyed: workers may outlive static destruction order
+  }();
+  return *p;
+}
+
+}  // namespace
+
+int num_threads() { return pool().size(); }
+
+void set_num_threads(int n) {
+  NX_CHECK(n >= 1 && n <= 1024, "set_num_threads: expected an integer in [1, 1024], got ", n);
+  pool().resize(n);
+  ops::blas_set_num_threads(n);
+}
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  Pool& p = pool();
+  int threads = p.size();
+  if (tls_in_pool || threads == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  int64_t tasks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+  p.run(n, (n + tasks - 1) / tasks, fn);
+}
+
+}  // namespace nexus

@@ -1,0 +1,21 @@
+// The one intra-op thread pool. Sized by NEXUS_NUM_THREADS (default: the cores this process may
+// use); BLAS follows the same count. Work is split into contiguous ranges; the calling thread takes
+// part, and a parallel_for inside a worker runs inline (no nested oversubscription).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace nexus {
+
+int num_threads();
+void set_num_threads(int n);  // also sets the BLAS thread count
+
+// Calls fn(begin, end) over disjoint ranges covering [0, n). Runs inline when n <= grain or when
+// already inside a pool worker. grain is the smallest range worth a thread (in elements).
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+// A default grain for elementwise loops: about 32K elements per task.
+inline constexpr int64_t kElementwiseGrain = 32768;
+
+}  // namespace nexus

@@ -1,0 +1,68 @@
+// conv2d and 2-D pooling front ends (NCHW): validate, stage as contiguous float/double, call the
+// kernels in ops/cpu/conv_kernel.cpp, record the backward rule.
+#include "ops/derivatives.h"
+#include "ops/internal.h"
+
+namespace nexus::ops {
+
+static void check_nchw(const Tensor& x, const char* op) {
+  NX_CHECK(x.ndim() == 4, op, ": input must be 4-D (N, C, H, W), got shape ", shape_str(x.shape()));
+  NX_CHECK_TYPE(is_floating(x.dtype()), op, ": expected a floating-point input, got ", dtype_name(x.dtype()));
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h,
+              int64_t stride_w, int64_t pad_h, int64_t pad_w) {
+  check_nchw(x, "conv2d");
+  NX_CHECK(w.ndim() == 4, "conv2d: weight must be 4-D (K, C, KH, KW), got shape ", shape_str(w.shape()));
+  NX_CHECK(w.shape()[1] == x.shape()[1], "conv2d: weight of shape ", shape_str(w.shape()), " expects ",
+           w.shape()[1], " input channels, but the input of shape ", shape_str(x.shape()), " has ", x.shape()[1]);
+  NX_CHECK(!bias.defined() || bias.shape() == Shape{w.shape()[0]}, "conv2d: bias of shape ",
+           shape_str(bias.defined() ? bias.shape() : Shape{}), " must have shape (", w.shape()[0], ",)");
+  Conv2dGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
+                   w.shape()[2], w.shape()[3], stride_h, stride_w, pad_h, pad_w};
+  check_conv2d(g, "conv2d");
+  DType dt = promote_types(x.dtype(), w.dtype());
+  DType cdt = compute_dtype(dt);
+  Tensor xc = contiguous(cast(x.detach(), cdt)), wc = contiguous(cast(w.detach(), cdt));
+  Tensor bc = bias.defined() ? contiguous(cast(bias.detach(), cdt)) : Tensor();
+  Tensor out = Tensor::empty({g.n, g.k, g.out_h(), g.out_w()}, cdt);
+  dispatch_float(cdt, "conv2d", [&](auto t) {
+    using T = decltype(t);
+    conv2d_forward<T>(g, xc.data<T>(), wc.data<T>(), bc.defined() ? bc.data<T>() : nullptr, out.data<T>());
+  });
+  return autograd::record("conv2d", cast(out, dt), {x, w, bias}, grad::conv2d(x, w, g));
+}
+
+static Pool2dGeometry pool_geometry(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, const char* op) {
+  check_nchw(x, op);
+  Pool2dGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], kh, kw, stride, 0};
+  check_pool2d(g, op);
+  return g;
+}
+
+Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride) {
+  Pool2dGeometry g = pool_geometry(x, kh, kw, stride, "max_pool2d");
+  DType cdt = compute_dtype(x.dtype());
+  Tensor xc = contiguous(cast(x.detach(), cdt));
+  Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt);
+  Tensor argmax = Tensor::empty(out.shape(), DType::Int64);
+  dispatch_float(cdt, "max_pool2d", [&](auto t) {
+    using T = decltype(t);
+    max_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), argmax.data<int64_t>());
+  });
+  return autograd::record("max_pool2d", cast(out, x.dtype()), {x}, grad::max_pool2d(argmax, g));
+}
+
+Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride) {
+  Pool2dGeometry g = pool_geometry(x, kh, kw, stride, "avg_pool2d");
+  DType cdt = compute_dtype(x.dtype());
+  Tensor xc = contiguous(cast(x.detach(), cdt));
+  Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt);
+  dispatch_float(cdt, "avg_pool2d", [&](auto t) {
+    using T = decltype(t);
+    avg_pool2d_forward<T>(g, xc.data<T>(), out.data<T>());
+  });
+  return autograd::record("avg_pool2d", cast(out, x.dtype()), {x}, grad::avg_pool2d(g));
+}
+
+}  // namespace nexus::ops

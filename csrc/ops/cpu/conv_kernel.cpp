@@ -1,0 +1,368 @@
+// conv2d (im2col + BLAS gemm) and 2-D max/avg pooling on contiguous NCHW buffers.
+//
+// Per image, conv2d is one gemm: y[k, oh*ow] = w[k, c*kh*kw] * col[c*kh*kw, oh*ow], where col
+// (im2col) holds, for every kernel tap, the input pixel each output position reads (0 in the
+// padding). Backward reverses it: dcol = w^T * dy scattered back by col2im gives dx, and
+// dw = sum over images of dy * col^T. A 1x1 kernel with stride 1 and no padding needs no col
+// buffer: col is the image itself.
+#include "ops/cpu/conv_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/thread_pool.h"
+#include "ops/blas.h"
+
+namespace nexus::ops {
+namespace {
+
+// Sums over windows, rows and the batch are carried in double for both float and double.
+using Acc = double;
+
+// "2" when both values agree, "2x3" otherwise: how sizes appear in error messages.
+std::string pair_str(int64_t a, int64_t b) { return a == b ? str(a) : str(a, "x", b); }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The output positions [lo, hi) along one axis whose input index o*stride - pad + tap lies
+// inside [0, in). Outside that range the tap reads padding.
+struct Range {
+  int64_t lo, hi;
+};
+
+Range valid_range(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t tap) {
+  const int64_t first = pad - tap;     // need o*stride >= first
+  const int64_t end = in + pad - tap;  // need o*stride < end
+  const int64_t lo = std::min(out, first <= 0 ? int64_t{0} : ceil_div(first, stride));
+  const int64_t hi = std::min(out, end <= 0 ? int64_t{0} : ceil_div(end, stride));
+  return {lo, std::max(lo, hi)};
+}
+
+// ---- conv2d helpers -------------------------------------------------------------------------
+
+// A 1x1, stride-1, unpadded conv is a plain gemm on the image: no im2col needed.
+bool is_pointwise(const Conv2dGeometry& g) {
+  return g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
+         g.pad_w == 0;
+}
+
+// Element counts the per-image gemms work with.
+struct ConvSizes {
+  int64_t in_img;   // c*h*w
+  int64_t out_img;  // k*oh*ow
+  int64_t taps;     // c*kh*kw: rows of col, columns of w
+  int64_t pixels;   // oh*ow: columns of col and of y
+  int64_t col;      // taps*pixels, or 0 when no col buffer is needed
+};
+
+ConvSizes conv_sizes(const Conv2dGeometry& g) {
+  const int64_t pixels = g.out_h() * g.out_w();
+  const int64_t taps = g.c * g.kh * g.kw;
+  return {g.c * g.h * g.w, g.k * pixels, taps, pixels, is_pointwise(g) ? 0 : taps * pixels};
+}
+
+// col[(ci*kh + i)*kw + j][oh*ow] = x[ci][oh*sh - ph + i][ow*sw - pw + j], or 0 in the padding.
+template <class T>
+void im2col(const Conv2dGeometry& g, const T* x, T* col) {
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
+  for (int64_t ci = 0; ci < g.c; ++ci) {
+    const T* plane = x + ci * g.h * g.w;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const Range rh = valid_range(oh_n, g.h, g.stride_h, g.pad_h, i);
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const Range rw = valid_range(ow_n, g.w, g.stride_w, g.pad_w, j);
+        for (int64_t oh = 0; oh < oh_n; ++oh, col += ow_n) {
+          if (oh < rh.lo || oh >= rh.hi) {
+            std::fill(col, col + ow_n, T(0));
+            continue;
+          }
+          const T* src = plane + (oh * g.stride_h - g.pad_h + i) * g.w - g.pad_w + j;
+          std::fill(col, col + rw.lo, T(0));
+          for (int64_t ow = rw.lo; ow < rw.hi; ++ow) col[ow] = src[ow * g.stride_w];
+          std::fill(col + rw.hi, col + ow_n, T(0));
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of im2col: dx = 0, then each col entry is added to the pixel it was read from.
+template <class T>
+void col2im(const Conv2dGeometry& g, const T* col, T* dx) {
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
+  std::fill(dx, dx + g.c * g.h * g.w, T(0));
+  for (int64_t ci = 0; ci < g.c; ++ci) {
+    T* plane = dx + ci * g.h * g.w;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const Range rh = valid_range(oh_n, g.h, g.stride_h, g.pad_h, i);
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const Range rw = valid_range(ow_n, g.w, g.stride_w, g.pad_w, j);
+        for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
+          const T* src = col + oh * ow_n;
+          T* dst = plane + (oh * g.stride_h - g.pad_h + i) * g.w - g.pad_w + j;
+          for (int64_t ow = rw.lo; ow < rw.hi; ++ow) dst[ow * g.stride_w] += src[ow];
+        }
+        col += oh_n * ow_n;
+      }
+    }
+  }
+}
+
+// One image: y = bias (broadcast over pixels) or 0, then y += w * col.
+template <class T>
+void conv_image_forward(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* w,
+                        const T* bias, T* y, T* col_buf) {
+  const T* col = x;
+  if (s.col > 0) {
+    im2col(g, x, col_buf);
+    col = col_buf;
+  }
+  if (bias != nullptr) {
+    for (int64_t k = 0; k < g.k; ++k) std::fill(y + k * s.pixels, y + (k + 1) * s.pixels, bias[k]);
+  }
+  const T beta = bias != nullptr ? T(1) : T(0);
+  gemm<T>(false, false, g.k, s.pixels, s.taps, T(1), w, s.taps, col, s.pixels, beta, y, s.pixels);
+}
+
+// One image: dcol = w^T * dy, then dx = col2im(dcol). The pointwise case writes dx directly.
+template <class T>
+void conv_image_backward_input(const Conv2dGeometry& g, const ConvSizes& s, const T* w,
+                               const T* dy, T* dx, T* col_buf) {
+  T* dcol = s.col > 0 ? col_buf : dx;
+  gemm<T>(true, false, s.taps, s.pixels, g.k, T(1), w, s.taps, dy, s.pixels, T(0), dcol, s.pixels);
+  if (s.col > 0) col2im(g, dcol, dx);
+}
+
+// dx for the whole batch; images are independent, so they run in parallel.
+template <class T>
+void conv_backward_input(const Conv2dGeometry& g, const T* w, const T* dy, T* dx) {
+  const ConvSizes s = conv_sizes(g);
+  parallel_for(g.n, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> col_buf(static_cast<size_t>(s.col));  // one per task
+    for (int64_t b = begin; b < end; ++b) {
+      conv_image_backward_input(g, s, w, dy + b * s.out_img, dx + b * s.in_img, col_buf.data());
+    }
+  });
+}
+
+// dw = sum_b dy_b * col_b^T and dbias = sum over batch and pixels of dy. Serial over the batch
+// (gemm itself is multithreaded), so the sum order, and hence the result, is fixed.
+template <class T>
+void conv_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T* dw, T* dbias) {
+  const ConvSizes s = conv_sizes(g);
+  std::vector<T> col_buf(static_cast<size_t>(dw != nullptr ? s.col : 0));
+  std::vector<Acc> bias_acc(static_cast<size_t>(g.k), Acc(0));
+  if (dw != nullptr) std::fill(dw, dw + g.k * s.taps, T(0));
+  for (int64_t b = 0; b < g.n; ++b) {
+    const T* dy_b = dy + b * s.out_img;
+    if (dw != nullptr) {
+      const T* col = x + b * s.in_img;
+      if (s.col > 0) {
+        im2col(g, col, col_buf.data());
+        col = col_buf.data();
+      }
+      gemm<T>(false, true, g.k, s.taps, s.pixels, T(1), dy_b, s.pixels, col, s.pixels, T(1), dw,
+              s.taps);
+    }
+    if (dbias != nullptr) {
+      for (int64_t k = 0; k < g.k; ++k) {
+        const T* row = dy_b + k * s.pixels;
+        bias_acc[k] = std::accumulate(row, row + s.pixels, bias_acc[k]);
+      }
+    }
+  }
+  if (dbias != nullptr) std::copy(bias_acc.begin(), bias_acc.end(), dbias);
+}
+
+// ---- pooling helpers ------------------------------------------------------------------------
+
+// The part of one pooling window that lies inside the input (padding excluded).
+struct Window {
+  int64_t h0, h1, w0, w1;  // rows [h0, h1), columns [w0, w1)
+};
+
+Window pool_window(const Pool2dGeometry& g, int64_t oh, int64_t ow) {
+  const int64_t h0 = oh * g.stride - g.pad, w0 = ow * g.stride - g.pad;
+  return {std::max<int64_t>(h0, 0), std::min(h0 + g.kh, g.h), std::max<int64_t>(w0, 0),
+          std::min(w0 + g.kw, g.w)};
+}
+
+// Runs fn(plane) for each of the n*c planes, in parallel chunks of about kElementwiseGrain
+// window reads each.
+template <class Fn>
+void for_each_plane(const Pool2dGeometry& g, const Fn& fn) {
+  const int64_t work = std::max<int64_t>(1, g.out_h() * g.out_w() * g.kh * g.kw);
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / work);
+  parallel_for(g.n * g.c, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) fn(p);
+  });
+}
+
+// Max and its flat index over one window. Like PyTorch, a NaN always takes over, so any NaN in
+// the window makes the output NaN. pad <= kernel/2 guarantees the window is not empty.
+template <class T>
+void window_max(const T* plane, int64_t width, const Window& win, T* out, int64_t* out_idx) {
+  T best = -std::numeric_limits<T>::infinity();
+  int64_t best_idx = win.h0 * width + win.w0;
+  for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+    for (int64_t iw = win.w0; iw < win.w1; ++iw) {
+      const T v = plane[ih * width + iw];
+      if (v > best || std::isnan(v)) {
+        best = v;
+        best_idx = ih * width + iw;
+      }
+    }
+  }
+  *out = best;
+  *out_idx = best_idx;
+}
+
+}  // namespace
+
+// ---- validation ---------------------------------------------------------------------------------
+
+void check_conv2d(const Conv2dGeometry& g, const char* op) {
+  NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
+  NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0 && g.k > 0 && g.kh > 0 && g.kw > 0, op,
+           ": sizes must be positive, got input (", g.n, ", ", g.c, ", ", g.h, ", ", g.w,
+           ") and weight (", g.k, ", ", g.c, ", ", g.kh, ", ", g.kw, ")");
+  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ",
+           pair_str(g.stride_h, g.stride_w));
+  NX_CHECK(g.pad_h >= 0 && g.pad_w >= 0, op, ": padding must be non-negative, got ",
+           pair_str(g.pad_h, g.pad_w));
+  NX_CHECK(g.kh <= g.h + 2 * g.pad_h && g.kw <= g.w + 2 * g.pad_w, op, ": kernel ", g.kh, "x",
+           g.kw, " is larger than the padded input ", g.h + 2 * g.pad_h, "x", g.w + 2 * g.pad_w,
+           " (padding ", pair_str(g.pad_h, g.pad_w),
+           "); valid: kernel <= input + 2*padding");
+}
+
+void check_pool2d(const Pool2dGeometry& g, const char* op) {
+  NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
+  NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0, op, ": sizes must be positive, got input (", g.n, ", ",
+           g.c, ", ", g.h, ", ", g.w, ")");
+  NX_CHECK(g.kh > 0 && g.kw > 0, op, ": kernel size must be positive, got ", g.kh, "x", g.kw);
+  NX_CHECK(g.stride > 0, op, ": stride must be positive, got ", g.stride);
+  NX_CHECK(g.pad >= 0, op, ": padding must be non-negative, got ", g.pad);
+  NX_CHECK(2 * g.pad <= g.kh && 2 * g.pad <= g.kw, op, ": padding ", g.pad,
+           " is more than half the kernel ", g.kh, "x", g.kw,
+           "; valid: padding <= kernel / 2 = ", std::min(g.kh, g.kw) / 2);
+  NX_CHECK(g.kh <= g.h + 2 * g.pad && g.kw <= g.w + 2 * g.pad, op, ": kernel ", g.kh, "x", g.kw,
+           " is larger than the padded input ", g.h + 2 * g.pad, "x", g.w + 2 * g.pad,
+           " (padding ", g.pad, "); valid: kernel <= input + 2*padding");
+}
+
+// ---- conv2d -------------------------------------------------------------------------------------
+
+template <class T>
+void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  const ConvSizes s = conv_sizes(g);
+  parallel_for(g.n, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> col_buf(static_cast<size_t>(s.col));  // one per task
+    for (int64_t b = begin; b < end; ++b) {
+      conv_image_forward(g, s, x + b * s.in_img, w, bias, y + b * s.out_img, col_buf.data());
+    }
+  });
+}
+
+template <class T>
+void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw,
+                     T* dbias) {
+  if (dx != nullptr) conv_backward_input(g, w, dy, dx);
+  if (dw != nullptr || dbias != nullptr) conv_backward_weight(g, x, dy, dw, dbias);
+}
+
+// ---- max pooling --------------------------------------------------------------------------------
+
+template <class T>
+void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax) {
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
+  for_each_plane(g, [&](int64_t p) {
+    const T* plane = x + p * g.h * g.w;
+    T* out = y + p * oh_n * ow_n;
+    int64_t* idx = argmax != nullptr ? argmax + p * oh_n * ow_n : nullptr;
+    int64_t scratch = 0;
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      for (int64_t ow = 0; ow < ow_n; ++ow) {
+        const int64_t o = oh * ow_n + ow;
+        window_max(plane, g.w, pool_window(g, oh, ow), out + o, idx ? idx + o : &scratch);
+      }
+    }
+  });
+}
+
+template <class T>
+void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx) {
+  const int64_t out_plane = g.out_h() * g.out_w(), in_plane = g.h * g.w;
+  for_each_plane(g, [&](int64_t p) {
+    T* plane = dx + p * in_plane;
+    std::fill(plane, plane + in_plane, T(0));
+    const T* grad = dy + p * out_plane;
+    const int64_t* idx = argmax + p * out_plane;
+    for (int64_t o = 0; o < out_plane; ++o) plane[idx[o]] += grad[o];
+  });
+}
+
+// ---- average pooling ----------------------------------------------------------------------------
+
+template <class T>
+void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y) {
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
+  const Acc scale = Acc(1) / Acc(g.kh * g.kw);
+  for_each_plane(g, [&](int64_t p) {
+    const T* plane = x + p * g.h * g.w;
+    T* out = y + p * oh_n * ow_n;
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      for (int64_t ow = 0; ow < ow_n; ++ow) {
+        const Window win = pool_window(g, oh, ow);
+        Acc sum = 0;
+        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) sum += plane[ih * g.w + iw];
+        }
+        out[oh * ow_n + ow] = static_cast<T>(sum * scale);
+      }
+    }
+  });
+}
+
+template <class T>
+void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
+  const Acc scale = Acc(1) / Acc(g.kh * g.kw);
+  for_each_plane(g, [&](int64_t p) {
+    T* plane = dx + p * g.h * g.w;
+    std::fill(plane, plane + g.h * g.w, T(0));
+    const T* grad = dy + p * oh_n * ow_n;
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      for (int64_t ow = 0; ow < ow_n; ++ow) {
+        const Window win = pool_window(g, oh, ow);
+        const T share = static_cast<T>(grad[oh * ow_n + ow] * scale);
+        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) plane[ih * g.w + iw] += share;
+        }
+      }
+    }
+  });
+}
+
+// ---- explicit instantiations ----------------------------------------------------------------
+
+#define NX_INSTANTIATE_CONV_KERNELS(T)                                                         \
+  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);    \
+  template void conv2d_backward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, T*, \
+                                   T*);                                                        \
+  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);          \
+  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);   \
+  template void avg_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*);                    \
+  template void avg_pool2d_backward<T>(const Pool2dGeometry&, const T*, T*);
+
+NX_INSTANTIATE_CONV_KERNELS(float)
+NX_INSTANTIATE_CONV_KERNELS(double)
+
+#undef NX_INSTANTIATE_CONV_KERNELS
+
+}  // namespace nexus::ops

@@ -1,0 +1,207 @@
+// Backward rules for every differentiable primitive, in one table. Composite ops (mean, var,
+// softmax, cross_entropy, layer_norm, ...) need no entry: their primitives carry the gradient.
+// Rules run under no-grad and build plain tensors.
+#include "ops/derivatives.h"
+
+#include <algorithm>
+
+#include "ops/internal.h"
+
+namespace nexus::ops::grad {
+
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+Tensor reduce_to(const Tensor& g, const Tensor& like) {
+  Tensor r = sum_to(g, like.shape());
+  return r.dtype() == like.dtype() ? r : cast(r, like.dtype());
+}
+
+static Tensor scalar(double v, const Tensor& like) { return scalar_like(v, like); }
+
+BackwardFn unary(UnaryOp op, const Tensor& x, const Tensor& out) {
+  return [op, x = x.detach(), out](const Tensor& g, const Needs&) -> Grads {
+    switch (op) {
+      case UnaryOp::Neg: return {ops::unary(UnaryOp::Neg, g)};
+      case UnaryOp::Exp: return {mul(g, out)};
+      case UnaryOp::Log: return {div(g, x)};
+      case UnaryOp::Sqrt: return {div(mul_scalar(g, 0.5), out)};
+      case UnaryOp::Tanh: return {mul(g, sub(scalar(1, out), mul(out, out)))};
+      case UnaryOp::Sigmoid: return {mul(g, mul(out, sub(scalar(1, out), out)))};
+      case UnaryOp::Relu: return {mul(g, cast(binary(BinaryOp::Gt, x, scalar(0, x)), g.dtype()))};
+      case UnaryOp::Gelu: return {mul(g, ops::unary(UnaryOp::GeluGrad, x))};
+      case UnaryOp::Sin: return {mul(g, ops::unary(UnaryOp::Cos, x))};
+      case UnaryOp::Cos: return {ops::unary(UnaryOp::Neg, mul(g, ops::unary(UnaryOp::Sin, x)))};
+      case UnaryOp::Abs: return {mul(g, ops::unary(UnaryOp::Sign, x))};
+      case UnaryOp::GeluGrad: case UnaryOp::Sign: break;
+    }
+    NX_ASSERT(false, "no derivative for ", op_name(op));
+    return {};
+  };
+}
+
+// d max(a, b): the larger side gets the gradient; ties split it evenly (as torch).
+static Tensor extremum_share(BinaryOp cmp, const Tensor& a, const Tensor& b, const Tensor& g) {
+  Tensor win = cast(binary(cmp, a, b), g.dtype());
+  Tensor tie = cast(binary(BinaryOp::Eq, a, b), g.dtype());
+  return mul(g, add(win, mul_scalar(tie, 0.5)));
+}
+
+BackwardFn binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  return [op, a = a_in.detach(), b = b_in.detach(), out](const Tensor& g, const Needs& need) -> Grads {
+    Tensor ga, gb;
+    switch (op) {
+      case BinaryOp::Add: ga = g; gb = g; break;
+      case BinaryOp::Sub: ga = g; gb = ops::unary(UnaryOp::Neg, g); break;
+      case BinaryOp::Mul: ga = need[0] ? mul(g, b) : ga; gb = need[1] ? mul(g, a) : gb; break;
+      case BinaryOp::Div:
+        if (need[0]) ga = div(g, b);
+        if (need[1]) gb = ops::unary(UnaryOp::Neg, div(mul(g, out), b));
+        break;
+      case BinaryOp::Pow:
+        if (need[0]) ga = mul(g, mul(b, ops::binary(BinaryOp::Pow, a, sub(b, scalar(1, b)))));
+        if (need[1]) gb = mul(g, mul(out, ops::unary(UnaryOp::Log, a)));
+        break;
+      case BinaryOp::Maximum:
+        if (need[0]) ga = extremum_share(BinaryOp::Gt, a, b, g);
+        if (need[1]) gb = extremum_share(BinaryOp::Gt, b, a, g);
+        break;
+      case BinaryOp::Minimum:
+        if (need[0]) ga = extremum_share(BinaryOp::Lt, a, b, g);
+        if (need[1]) gb = extremum_share(BinaryOp::Lt, b, a, g);
+        break;
+      default: NX_ASSERT(false, "no derivative for ", op_name(op));
+    }
+    return {need[0] ? reduce_to(ga, a) : Tensor(), need[1] ? reduce_to(gb, b) : Tensor()};
+  };
+}
+
+BackwardFn where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  return [c = cond.detach(), a = a_in.detach(), b = b_in.detach()](const Tensor& g, const Needs& need) -> Grads {
+    Tensor zero = scalar(0, g);
+    return {Tensor(), need[1] ? reduce_to(ops::where(c, g, zero), a) : Tensor(),
+            need[2] ? reduce_to(ops::where(c, zero, g), b) : Tensor()};
+  };
+}
+
+BackwardFn astype(DType from) {
+  return [from](const Tensor& g, const Needs&) -> Grads { return {cast(g, from)}; };
+}
+
+BackwardFn reshape(const Shape& in_shape) {
+  return [in_shape](const Tensor& g, const Needs&) -> Grads { return {ops::reshape(g, in_shape)}; };
+}
+
+BackwardFn permute(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> inv(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inv[size_t(dims[i])] = int64_t(i);
+  return [inv](const Tensor& g, const Needs&) -> Grads { return {ops::permute(g, inv)}; };
+}
+
+BackwardFn expand(const Shape& in_shape) {
+  return [in_shape](const Tensor& g, const Needs&) -> Grads { return {sum_to(g, in_shape)}; };
+}
+
+BackwardFn slice(const Shape& in_shape, int64_t axis, int64_t start, int64_t step) {
+  return [=](const Tensor& g, const Needs&) -> Grads {
+    Tensor out = Tensor::zeros(in_shape, g.dtype());
+    int64_t stop = start + (g.shape()[axis] - 1) * step + 1;
+    copy_(ops::slice(out, axis, start, g.shape()[axis] ? stop : start, step), g);
+    return {out};
+  };
+}
+
+BackwardFn index_select(const Shape& in_shape, const Tensor& index) {
+  return [in_shape, index](const Tensor& g, const Needs&) -> Grads {
+    return {index_add(Tensor::zeros(in_shape, g.dtype()), index, g)};
+  };
+}
+
+BackwardFn concat(const std::vector<Shape>& shapes, int64_t axis) {
+  return [shapes, axis](const Tensor& g, const Needs& need) -> Grads {
+    Grads out;
+    int64_t at = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      int64_t len = shapes[i][axis];
+      out.push_back(need[i] ? ops::slice(g, axis, at, at + len, 1) : Tensor());
+      at += len;
+    }
+    return out;
+  };
+}
+
+// Reinserts reduced axes as size-1 dims so g broadcasts against the input.
+static Tensor unreduce(const Tensor& g, const Shape& in_shape, const Axes& axes, bool keepdims) {
+  return keepdims ? g : ops::reshape(g, reduced_shape(in_shape, axes, true));
+}
+
+BackwardFn sum(const Shape& in_shape, const Axes& axes, bool keepdims) {
+  return [=](const Tensor& g, const Needs&) -> Grads {
+    return {ops::expand(unreduce(g, in_shape, axes, keepdims), in_shape)};
+  };
+}
+
+BackwardFn extremum(const Tensor& x_in, const Tensor& out, const Axes& axes, bool keepdims) {
+  return [x = x_in.detach(), out, axes, keepdims](const Tensor& g, const Needs&) -> Grads {
+    Tensor hit = cast(binary(BinaryOp::Eq, x, unreduce(out, x.shape(), axes, keepdims)), g.dtype());
+    Tensor count = ops::sum(hit, axes, true);
+    return {mul(div(hit, count), unreduce(g, x.shape(), axes, keepdims))};
+  };
+}
+
+static Tensor mT(const Tensor& t) { return transpose(t, -1, -2); }
+
+BackwardFn matmul(const Tensor& a_in, const Tensor& b_in) {
+  return [a = a_in.detach(), b = b_in.detach()](const Tensor& g, const Needs& need) -> Grads {
+    return {need[0] ? reduce_to(ops::matmul(g, mT(b)), a) : Tensor(),
+            need[1] ? reduce_to(ops::matmul(mT(a), g), b) : Tensor()};
+  };
+}
+
+}  // namespace nexus::ops::grad
+
+namespace nexus::ops::grad {
+
+BackwardFn conv2d(const Tensor& x_in, const Tensor& w_in, const Conv2dGeometry& g) {
+  return [x = x_in.detach(), w = w_in.detach(), g](const Tensor& gy, const Needs& need) -> Grads {
+    DType cdt = compute_dtype(promote_types(x.dtype(), w.dtype()));
+    Tensor xc = contiguous(cast(x, cdt)), wc = contiguous(cast(w, cdt)), dy = contiguous(cast(gy, cdt));
+    Tensor dx = need[0] ? Tensor::empty(x.shape(), cdt) : Tensor();
+    Tensor dw = need[1] ? Tensor::empty(w.shape(), cdt) : Tensor();
+    Tensor db = need[2] ? Tensor::empty({g.k}, cdt) : Tensor();
+    dispatch_float(cdt, "conv2d backward", [&](auto t) {
+      using T = decltype(t);
+      auto ptr = [](const Tensor& v) { return v.defined() ? v.data<T>() : nullptr; };
+      conv2d_backward<T>(g, xc.data<T>(), wc.data<T>(), dy.data<T>(), ptr(dx), ptr(dw), ptr(db));
+    });
+    return {need[0] ? cast(dx, x.dtype()) : dx, need[1] ? cast(dw, w.dtype()) : dw, db};
+  };
+}
+
+BackwardFn max_pool2d(const Tensor& argmax, const Pool2dGeometry& g) {
+  return [argmax, g](const Tensor& gy, const Needs&) -> Grads {
+    DType cdt = compute_dtype(gy.dtype());
+    Tensor dy = contiguous(cast(gy, cdt));
+    Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt);
+    dispatch_float(cdt, "max_pool2d backward", [&](auto t) {
+      using T = decltype(t);
+      max_pool2d_backward<T>(g, dy.data<T>(), argmax.data<int64_t>(), dx.data<T>());
+    });
+    return {cast(dx, gy.dtype())};
+  };
+}
+
+BackwardFn avg_pool2d(const Pool2dGeometry& g) {
+  return [g](const Tensor& gy, const Needs&) -> Grads {
+    DType cdt = compute_dtype(gy.dtype());
+    Tensor dy = contiguous(cast(gy, cdt));
+    Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt);
+    dispatch_float(cdt, "avg_pool2d backward", [&](auto t) {
+      using T = decltype(t);
+      avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
+    });
+    return {cast(dx, gy.dtype())};
+  };
+}
+
+}  // namespace nexus::ops::grad

@@ -1,0 +1,107 @@
+// Elementwise front ends: broadcasting, type promotion, half-precision staging, autograd.
+#include <cmath>
+
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/loops.h"
+#include "ops/derivatives.h"
+#include "ops/internal.h"
+
+namespace nexus::ops {
+
+std::string_view op_name(UnaryOp op) {
+  static constexpr std::string_view names[] = {"neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
+                                               "gelu", "sin", "cos", "abs", "gelu_grad", "sign"};
+  return names[int(op)];
+}
+
+std::string_view op_name(BinaryOp op) {
+  static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                               "eq", "ne", "lt", "le", "gt", "ge"};
+  return names[int(op)];
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = Tensor::empty(x.shape(), dtype);
+  cpu::cast_kernel(out, x);
+  return out;
+}
+
+Tensor astype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = cast(x, dtype);
+  if (is_floating(dtype) && is_floating(x.dtype()))
+    return autograd::record("astype", out, {x}, grad::astype(x.dtype()));
+  return out;
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor out = Tensor::empty(shape, dtype);
+  cpu::fill_kernel(out, value);
+  return out;
+}
+
+Tensor scalar_like(double value, const Tensor& like) { return full({}, value, like.dtype()); }
+Tensor mul_scalar(const Tensor& a, double s) { return mul(a, scalar_like(s, a)); }
+Tensor add_scalar(const Tensor& a, double s) { return add(a, scalar_like(s, a)); }
+
+static bool is_transcendental(UnaryOp op) {
+  return !(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Sign);
+}
+
+Tensor unary(UnaryOp op, const Tensor& x) {
+  DType dt = x.dtype();
+  NX_CHECK_TYPE(dt != DType::Bool, op_name(op), ": not supported for bool tensors");
+  if (is_transcendental(op) && !is_floating(dt)) dt = DType::Float32;  // exp(int) -> float32
+  DType cdt = compute_dtype(dt);
+  Tensor xc = cast(x, cdt);
+  Tensor out = Tensor::empty(x.shape(), cdt);
+  cpu::unary_kernel(op, out, xc);
+  out = cast(out, dt);
+  if (op == UnaryOp::GeluGrad || op == UnaryOp::Sign) return out;
+  return autograd::record(op_name(op).data(), out, {x}, grad::unary(op, x, out.detach()));
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = op_name(op).data();
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  DType dt = promote_types(a.dtype(), b.dtype());
+  NX_CHECK_TYPE(dt != DType::Bool || !(op == BinaryOp::Sub || op == BinaryOp::Div || op == BinaryOp::Pow),
+                name, ": not supported for bool tensors; convert with astype first");
+  if (op == BinaryOp::Div && !is_floating(dt)) dt = DType::Float32;  // true division
+  DType cdt = compute_dtype(dt);
+  Tensor ac = cpu::broadcast_view(cast(a, cdt), shape);
+  Tensor bc = cpu::broadcast_view(cast(b, cdt), shape);
+  Tensor out = Tensor::empty(shape, is_comparison(op) ? DType::Bool : cdt);
+  cpu::binary_kernel(op, out, ac, bc);
+  if (is_comparison(op)) return out;
+  out = cast(out, dt);
+  return autograd::record(name, out, {a, b}, grad::binary(op, a, b, out.detach()));
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  DType dt = promote_types(a.dtype(), b.dtype());
+  DType cdt = compute_dtype(dt);
+  Tensor out = Tensor::empty(shape, cdt);
+  cpu::where_kernel(out, cpu::broadcast_view(cast(cond, DType::Bool), shape),
+                    cpu::broadcast_view(cast(a, cdt), shape), cpu::broadcast_view(cast(b, cdt), shape));
+  out = cast(out, dt);
+  return autograd::record("where", out, {Tensor(), a, b}, grad::where(cond, a, b));
+}
+
+Tensor contiguous(const Tensor& x, bool force_copy) {
+  if (x.is_contiguous() && !force_copy) return x;
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  cpu::cast_kernel(out, x);
+  return autograd::record("contiguous", out, {x}, [](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{g};
+  });
+}
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  broadcast_shapes(dst.shape(), src.shape(), "copy");
+  cpu::cast_kernel(dst, cpu::broadcast_view(src, dst.shape()));
+}
+
+}  // namespace nexus::ops

@@ -1,0 +1,114 @@
+// matmul with numpy semantics: 1-D operands are promoted and the added dim removed afterwards;
+// batch dims broadcast. Each (m, k) x (k, n) product is one BLAS GEMM (float/double), reading
+// transposed views in place where their strides allow.
+#include "base/thread_pool.h"
+#include "ops/blas.h"
+#include "ops/cpu/loops.h"
+#include "ops/derivatives.h"
+#include "ops/internal.h"
+
+namespace nexus::ops {
+namespace {
+
+// A matrix operand that BLAS can read without a copy: row-major or column-major (transposed).
+struct MatrixView {
+  Tensor t;
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+MatrixView as_blas_operand(const Tensor& t) {  // t: (..., r, c) with contiguous batch handled by caller
+  int64_t nd = t.ndim(), r = t.shape()[nd - 2], c = t.shape()[nd - 1];
+  int64_t sr = t.strides()[nd - 2], sc = t.strides()[nd - 1];
+  if ((sc == 1 || c == 1) && sr >= std::max<int64_t>(c, 1)) return {t, false, sr};
+  if ((sr == 1 || r == 1) && sc >= std::max<int64_t>(r, 1)) return {t, true, sc};
+  Tensor cont = contiguous(t);
+  return {cont, false, std::max<int64_t>(c, 1)};
+}
+
+template <class T>
+void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
+  // a: (batch..., m, k), b: (batch..., k, n), out: (batch..., m, n) contiguous; batch dims equal.
+  int64_t nd = out.ndim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[nd - 1];
+  Shape batch(out.shape().begin(), out.shape().end() - 2);
+  int64_t nb = numel(batch);
+  MatrixView va = as_blas_operand(a), vb = as_blas_operand(b);
+  T* po = out.data<T>();
+  auto offset_of = [&](const Tensor& t, int64_t i) {
+    int64_t off = 0;
+    for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
+      off += (i % batch[d]) * t.strides()[d];
+      i /= batch[d];
+    }
+    return off;
+  };
+  auto one = [&](int64_t i) {
+    const T* pa = va.t.template data<T>() + offset_of(va.t, i);
+    const T* pb = vb.t.template data<T>() + offset_of(vb.t, i);
+    if constexpr (std::is_floating_point_v<T>) {
+      gemm<T>(va.trans, vb.trans, m, n, k, T(1), pa, va.ld, pb, vb.ld, T(0), po + i * m * n, n);
+    } else {  // integer matmul: plain loops (rare; no BLAS for integers)
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < n; ++c) {
+          T acc = 0;
+          for (int64_t j = 0; j < k; ++j) {
+            T x = va.trans ? pa[j * va.ld + r] : pa[r * va.ld + j];
+            T y = vb.trans ? pb[c * vb.ld + j] : pb[j * vb.ld + c];
+            acc += x * y;
+          }
+          po[i * m * n + r * n + c] = acc;
+        }
+    }
+  };
+  if (m * n * k == 0) {
+    for (int64_t i = 0; i < out.numel(); ++i) po[i] = T(0);
+    return;
+  }
+  if (nb > 1 && m * n * k < (1 << 18)) {  // many small products: parallel over the batch
+    parallel_for(nb, 1, [&](int64_t s, int64_t e) { for (int64_t i = s; i < e; ++i) one(i); });
+  } else {
+    for (int64_t i = 0; i < nb; ++i) one(i);  // big products: BLAS threads inside
+  }
+}
+
+}  // namespace
+
+// Batched matmul on operands with ndim >= 2 (the differentiable primitive).
+static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  int64_t ka = a.shape().back(), kb = b.shape()[b.ndim() - 2];
+  NX_CHECK(ka == kb, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+           " are not aligned: ", ka, " (dim ", a.ndim() - 1, ") != ", kb, " (dim ", b.ndim() - 2, ")");
+  NX_CHECK_TYPE(a.dtype() != DType::Bool && b.dtype() != DType::Bool, "matmul: not supported for bool tensors");
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  DType dt = promote_types(a.dtype(), b.dtype());
+  DType cdt = compute_dtype(dt);
+  Shape sa = batch, sb = batch, so = batch;
+  sa.insert(sa.end(), {a.shape()[a.ndim() - 2], ka});
+  sb.insert(sb.end(), {kb, b.shape().back()});
+  so.insert(so.end(), {a.shape()[a.ndim() - 2], b.shape().back()});
+  Tensor ac = cpu::broadcast_view(cast(a.detach(), cdt), sa);
+  Tensor bc = cpu::broadcast_view(cast(b.detach(), cdt), sb);
+  Tensor out = Tensor::empty(so, cdt);
+  dispatch_compute(cdt, "matmul", [&](auto t) { gemm_batched<decltype(t)>(out, ac, bc); });
+  out = cast(out, dt);
+  return autograd::record("matmul", out, {a, b}, grad::matmul(a, b));
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  NX_CHECK(a.ndim() >= 1 && b.ndim() >= 1, "matmul: operands must have at least 1 dimension, got shapes ",
+           shape_str(a.shape()), " and ", shape_str(b.shape()));
+  Tensor a2 = a.ndim() == 1 ? unsqueeze(a, 0) : a;
+  Tensor b2 = b.ndim() == 1 ? unsqueeze(b, 1) : b;
+  if (a2.shape().back() != b2.shape()[b2.ndim() - 2])  // name the user's shapes, not the promoted ones
+    NX_CHECK(false, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+             " are not aligned: ", a2.shape().back(), " != ", b2.shape()[b2.ndim() - 2]);
+  Tensor out = matmul_nd(a2, b2);
+  if (a.ndim() > 1 && b.ndim() > 1) return out;
+  Shape shape = out.shape();
+  if (b.ndim() == 1) shape.pop_back();
+  if (a.ndim() == 1) shape.erase(shape.end() - (b.ndim() == 1 ? 1 : 2));
+  return reshape(out, shape);
+}
+
+}  // namespace nexus::ops

@@ -1,0 +1,24 @@
+// The elementwise op vocabulary, shared by the eager kernels and (later) the graph IR and codegen.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace nexus::ops {
+
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, Gelu, Sin, Cos, Abs,
+  // used by backward rules
+  GeluGrad, Sign,
+};
+
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,
+};
+
+std::string_view op_name(UnaryOp op);
+std::string_view op_name(BinaryOp op);
+constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+}  // namespace nexus::ops

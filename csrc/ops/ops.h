@@ -1,0 +1,79 @@
+// Op front ends: the core's public API. Each checks its arguments (errors name the op, the shapes
+// and what would be valid), runs the kernel and records the backward rule from derivatives.cpp.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ops/op_kind.h"
+#include "tensor/tensor.h"
+
+namespace nexus::ops {
+
+using Axes = std::vector<int64_t>;  // empty = all axes (for reductions)
+
+// ---- creation / conversion ----
+Tensor full(const Shape& shape, double value, DType dtype);
+Tensor arange(double start, double stop, double step, DType dtype);
+void manual_seed(uint64_t seed);
+Tensor rand(const Shape& shape, DType dtype);
+Tensor randn(const Shape& shape, DType dtype);
+Tensor astype(const Tensor& x, DType dtype);
+Tensor contiguous(const Tensor& x, bool force_copy = false);
+void copy_(const Tensor& dst, const Tensor& src);  // dst is a (possibly strided) view; broadcasts src
+
+// ---- views ----
+Tensor reshape(const Tensor& x, Shape shape);  // one -1 allowed
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor transpose(const Tensor& x, int64_t a, int64_t b);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step);
+Tensor select(const Tensor& x, int64_t axis, int64_t index);
+Tensor unsqueeze(const Tensor& x, int64_t axis);
+Tensor index_select(const Tensor& x, const Tensor& index);  // gather along axis 0
+Tensor index_add(const Tensor& base, const Tensor& index, const Tensor& src);  // no grad
+Tensor sum_to(const Tensor& x, const Shape& shape);  // reverse of broadcasting
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
+
+// ---- elementwise ----
+Tensor unary(UnaryOp op, const Tensor& x);
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+inline Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Add, a, b); }
+inline Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Sub, a, b); }
+inline Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }
+inline Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b); }
+Tensor scalar_like(double value, const Tensor& like);  // 0-d tensor in like's (compute) dtype
+Tensor mul_scalar(const Tensor& a, double s);
+Tensor add_scalar(const Tensor& a, double s);
+
+// ---- reductions ----
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+Tensor reduce(ReduceOp op, const Tensor& x, const Axes& axes, bool keepdims);
+Tensor sum(const Tensor& x, const Axes& axes, bool keepdims);
+Tensor mean(const Tensor& x, const Axes& axes, bool keepdims);
+Tensor amax(const Tensor& x, const Axes& axes, bool keepdims);
+Tensor amin(const Tensor& x, const Axes& axes, bool keepdims);
+Tensor argmax(const Tensor& x, std::optional<int64_t> axis, bool keepdims);
+Tensor var(const Tensor& x, const Axes& axes, bool keepdims, int64_t ddof);
+Tensor logsumexp(const Tensor& x, const Axes& axes, bool keepdims);
+Tensor softmax(const Tensor& x, int64_t axis);
+Tensor log_softmax(const Tensor& x, int64_t axis);
+
+// ---- linear algebra and nn ----
+Tensor matmul(const Tensor& a, const Tensor& b);
+enum class Reduction : uint8_t { None, Mean, Sum };
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduction);
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h,
+              int64_t stride_w, int64_t pad_h, int64_t pad_w);
+Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride);
+Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride);
+Tensor dropout(const Tensor& x, double p, bool training);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps);
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps);
+
+}  // namespace nexus::ops

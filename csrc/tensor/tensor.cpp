@@ -1,0 +1,121 @@
+#include "tensor/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace nexus {
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Strides contiguous_strides(const Shape& shape) {
+  Strides s(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= std::max<int64_t>(shape[i], 1);
+  }
+  return s;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+int64_t wrap_axis(int64_t axis, int64_t ndim, const char* op) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  NX_CHECK_INDEX(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for a tensor of ",
+                 ndim, " dimension(s); valid: [", -n, ", ", n - 1, "]");
+  return axis < 0 ? axis + n : axis;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    NX_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ",
+             shape_str(b), " cannot be broadcast (dimension ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  auto rank = [](DType t) {
+    switch (t) {
+      case DType::Bool: return 0;
+      case DType::Int32: return 1;
+      case DType::Int64: return 2;
+      case DType::Float16: case DType::BFloat16: return 3;
+      case DType::Float32: return 4;
+      case DType::Float64: return 5;
+    }
+    return 0;
+  };
+  if (rank(a) == 3 && rank(b) == 3) return DType::Float32;  // float16 with bfloat16
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// ---- Storage ---------------------------------------------------------------------------------
+Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
+  size_t padded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
+  data_ = std::aligned_alloc(64, padded);
+  if (!data_) throw std::bad_alloc();
+  deleter_ = [](void* p) { std::free(p); };
+}
+
+Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
+    : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
+
+Storage::~Storage() {
+  if (deleter_) deleter_(data_);
+}
+
+// ---- Tensor ----------------------------------------------------------------------------------
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    NX_CHECK(d >= 0, "negative dimension ", d, " in shape ", shape_str(shape));
+  auto storage = std::make_shared<Storage>(size_t(nexus::numel(shape) * itemsize(dtype)));
+  return view_of(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.raw_data(), 0, size_t(t.numel() * itemsize(dtype)));
+  return t;
+}
+
+Tensor Tensor::view_of(std::shared_ptr<Storage> storage, int64_t offset, Shape shape,
+                       Strides strides, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->offset = offset;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = impl_->shape.size(); i-- > 0;) {
+    if (impl_->shape[i] == 1) continue;
+    if (impl_->strides[i] != expected) return false;
+    expected *= impl_->shape[i];
+  }
+  return true;
+}
+
+}  // namespace nexus

@@ -1,0 +1,86 @@
+// Storage and Tensor. A Tensor is a cheap handle (shared_ptr) to a TensorImpl: a view of a Storage
+// with a dtype, shape, strides (in elements) and offset, plus autograd metadata. Tensors are
+// immutable to users; ops return new tensors (views share storage).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "tensor/dtype.h"
+#include "tensor/shape.h"
+
+namespace nexus {
+
+namespace autograd { struct Node; struct AutogradMeta; }
+
+class Storage {
+ public:
+  explicit Storage(size_t nbytes);                               // owned, 64-byte aligned
+  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter);  // borrowed
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+ private:
+  void* data_;
+  size_t nbytes_;
+  std::function<void(void*)> deleter_;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // elements
+  Shape shape;
+  Strides strides;
+  DType dtype = DType::Float32;
+  std::shared_ptr<autograd::AutogradMeta> autograd;  // null when no grad was ever involved
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  static Tensor empty(const Shape& shape, DType dtype);
+  static Tensor zeros(const Shape& shape, DType dtype);
+  // A view of existing storage.
+  static Tensor view_of(std::shared_ptr<Storage> storage, int64_t offset, Shape shape,
+                        Strides strides, DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  DType dtype() const { return impl_->dtype; }
+  const Shape& shape() const { return impl_->shape; }
+  const Strides& strides() const { return impl_->strides; }
+  int64_t ndim() const { return int64_t(impl_->shape.size()); }
+  int64_t numel() const { return nexus::numel(impl_->shape); }
+  int64_t dim(int64_t i) const { return impl_->shape[size_t(i)]; }
+  int64_t offset() const { return impl_->offset; }
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  bool is_contiguous() const;
+
+  void* raw_data() const {
+    return static_cast<char*>(impl_->storage->data()) + impl_->offset * itemsize(impl_->dtype);
+  }
+  template <class T> T* data() const { return static_cast<T*>(raw_data()); }
+
+  // autograd (defined in autograd/engine.cpp)
+  bool requires_grad() const;
+  void set_requires_grad(bool on);
+  Tensor grad() const;
+  void set_grad(const Tensor& g);
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  bool is_leaf() const;
+  Tensor detach() const;  // same storage, no autograd
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+}  // namespace nexus

@@ -1,0 +1,24 @@
+"""Nexus: a compiled ML framework with a C++ tensor runtime and autograd.
+
+    import nexus as nx
+    x = nx.randn(3, 4, requires_grad=False)
+"""
+
+from . import _C
+from . import tensor as _tensor  # noqa: F401  (attaches Python methods to Tensor)
+from ._C import NexusError, Tensor
+from ._C import get_num_threads, set_num_threads
+from ._dtype import bfloat16, dtype, float16, float32, float64, int32, int64
+from ._dtype import bool_ as bool  # noqa: A001  (nx.bool, as torch.bool)
+from ._info import info
+from .autograd import is_grad_enabled, no_grad
+from .functional import *  # noqa: F403
+from .functional import __all__ as _functional_all
+
+__version__ = _C.build_info()["version"]
+
+__all__ = [
+    "Tensor", "NexusError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64",
+    "bool", "info", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
+    *_functional_all,
+]

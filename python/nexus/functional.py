@@ -1,0 +1,358 @@
+"""Tensor creation and math at the top level of ``nexus``: argument normalisation over ``_C``.
+
+Python scalars are "weak" (they take the tensor's dtype where it can hold them), numpy arrays
+and lists are converted with ``tensor``; everything else is the native op.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import _C
+from ._dtype import as_dtype, bfloat16, bool_, float32, float64, int64
+
+Tensor = _C.Tensor
+_U = _C.UnaryOp
+_B = _C.BinaryOp
+
+# ---- conversion helpers ------------------------------------------------------------------------
+
+
+def _shape(args) -> list[int]:
+    """zeros(2, 3), zeros((2, 3)) and zeros([2, 3]) all mean shape (2, 3)."""
+    if len(args) == 1 and isinstance(args[0], (Sequence, np.ndarray)) and not isinstance(args[0], str):
+        args = tuple(args[0])
+    out = []
+    for d in args:
+        if not isinstance(d, (numbers.Integral, np.integer)) or isinstance(d, bool):
+            raise TypeError(f"shape dimensions must be integers, got {d!r} in {args!r}")
+        out.append(int(d))
+    return out
+
+
+def _infer_dtype(value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    if isinstance(value, (numbers.Integral, np.integer)):
+        return int64
+    if isinstance(value, (numbers.Real, np.floating)):
+        return float32
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def _scalar_dtype(value, like):
+    """The dtype a Python scalar takes next to a tensor of dtype ``like`` (weak scalars)."""
+    if isinstance(value, (bool, np.bool_)):
+        return like
+    if isinstance(value, (numbers.Integral, np.integer)):
+        return int64 if like is bool_ else like
+    if isinstance(value, (numbers.Real, np.floating)):
+        return like if like.is_floating_point else float32
+    raise TypeError(f"unsupported operand type {type(value).__name__}; expected a Tensor or a number")
+
+
+def _as_tensor(x, like: Tensor | None = None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, complex):
+        dt = _scalar_dtype(x, like.dtype) if like is not None else _infer_dtype(x)
+        return _C.full([], float(x), dt._code)
+    if isinstance(x, (np.ndarray, list, tuple)):
+        return tensor(x)
+    raise TypeError(f"expected a Tensor, a number or an array, got {type(x).__name__}")
+
+
+def _pair(a, b):
+    if isinstance(a, Tensor):
+        return a, _as_tensor(b, a)
+    if isinstance(b, Tensor):
+        return _as_tensor(a, b), b
+    return _as_tensor(a), _as_tensor(b)
+
+
+def _axes(axis) -> list[int]:
+    if axis is None:
+        return []
+    if isinstance(axis, (numbers.Integral, np.integer)):
+        return [int(axis)]
+    return [int(a) for a in axis]
+
+
+def _dt(dtype, default=float32):
+    return (default if dtype is None else as_dtype(dtype))._code
+
+
+# ---- creation ----------------------------------------------------------------------------------
+
+
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays, tensors).
+
+    Python floats become float32, ints int64, bools bool; a numpy array keeps its dtype.
+    """
+    if isinstance(data, Tensor):
+        out = _C.clone(data.detach())
+        if dtype is not None:
+            out = _C.astype(out, _dt(dtype))
+    else:
+        keep = isinstance(data, (np.ndarray, np.generic))
+        arr = np.array(data)
+        if arr.dtype == object:
+            raise TypeError(f"cannot build a tensor from {type(data).__name__}: ragged or non-numeric data")
+        if not keep or arr.dtype.kind in "iub" and arr.dtype not in (np.int32, np.int64, np.bool_):
+            kind = arr.dtype.kind
+            arr = arr.astype({"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}.get(kind, arr.dtype))
+        target = as_dtype(dtype) if dtype is not None else None
+        if target is bfloat16:
+            out = _C.astype(_C.from_numpy(np.array(arr, dtype=np.float32, order="C")), bfloat16._code)
+        else:
+            np_target = None if target is None else np.dtype(target.name)
+            out = _C.from_numpy(np.array(arr, dtype=np_target, order="C", copy=True))
+    if requires_grad:
+        out.requires_grad = True
+    return out
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with ``array`` (writes to one are seen by the other)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    return _C.from_numpy(array)
+
+
+def from_dlpack(obj) -> Tensor:
+    """A tensor sharing memory with any DLPack producer (numpy arrays, other frameworks' tensors)."""
+    if hasattr(obj, "__dlpack__"):
+        return _C.from_dlpack_capsule(obj.__dlpack__())
+    return _C.from_dlpack_capsule(obj)
+
+
+def zeros(*shape, dtype=None) -> Tensor:
+    return _C.full(_shape(shape), 0.0, _dt(dtype))
+
+
+def ones(*shape, dtype=None) -> Tensor:
+    return _C.full(_shape(shape), 1.0, _dt(dtype))
+
+
+def full(shape, fill_value, dtype=None) -> Tensor:
+    dt = as_dtype(dtype) if dtype is not None else _infer_dtype(fill_value)
+    return _C.full(_shape((shape,)), float(fill_value), dt._code)
+
+
+def arange(start, stop=None, step=1, dtype=None) -> Tensor:
+    if stop is None:
+        start, stop = 0, start
+    all_int = all(isinstance(v, (numbers.Integral, np.integer)) for v in (start, stop, step))
+    dt = as_dtype(dtype) if dtype is not None else (int64 if all_int else float32)
+    return _C.arange(float(start), float(stop), float(step), dt._code)
+
+
+def rand(*shape, dtype=None) -> Tensor:
+    """Uniform samples in [0, 1) from the generator seeded by ``manual_seed``."""
+    return _C.rand(_shape(shape), _dt(dtype))
+
+
+def randn(*shape, dtype=None) -> Tensor:
+    """Standard normal samples from the generator seeded by ``manual_seed``."""
+    return _C.randn(_shape(shape), _dt(dtype))
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the generator behind rand, randn and dropout."""
+    if not isinstance(seed, (numbers.Integral, np.integer)) or seed < 0:
+        raise ValueError(f"manual_seed: seed must be a non-negative integer, got {seed!r}")
+    _C.manual_seed(int(seed) & 0xFFFFFFFFFFFFFFFF)
+
+
+# ---- elementwise -------------------------------------------------------------------------------
+
+
+def _binary(op):
+    def fn(a, b):
+        a, b = _pair(a, b)
+        return _C.binary(op, a, b)
+
+    fn.__name__ = op.name
+    fn.__doc__ = f"Elementwise {op.name} with numpy broadcasting."
+    return fn
+
+
+def _unary(op):
+    def fn(x):
+        return _C.unary(op, _as_tensor(x))
+
+    fn.__name__ = op.name
+    fn.__doc__ = f"Elementwise {op.name}."
+    return fn
+
+
+add, sub, mul, div, pow = (_binary(o) for o in (_B.add, _B.sub, _B.mul, _B.div, _B.pow))
+maximum, minimum = _binary(_B.maximum), _binary(_B.minimum)
+eq, ne, lt, le, gt, ge = (_binary(o) for o in (_B.eq, _B.ne, _B.lt, _B.le, _B.gt, _B.ge))
+exp, log, sqrt, tanh, sigmoid = (_unary(o) for o in (_U.exp, _U.log, _U.sqrt, _U.tanh, _U.sigmoid))
+relu, sin, cos, abs, neg = (_unary(o) for o in (_U.relu, _U.sin, _U.cos, _U.abs, _U.neg))
+gelu = _unary(_U.gelu)
+gelu.__doc__ = "GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."
+
+
+def where(condition, a, b) -> Tensor:
+    """Elements of ``a`` where ``condition`` is true, else of ``b`` (broadcasting)."""
+    a, b = _pair(a, b)
+    return _C.where(_as_tensor(condition), a, b)
+
+
+# ---- reductions --------------------------------------------------------------------------------
+
+
+def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001 - numpy name
+    return _C.sum(_as_tensor(x), _axes(axis), keepdims)
+
+
+def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+    return _C.mean(_as_tensor(x), _axes(axis), keepdims)
+
+
+def max(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return _C.amax(_as_tensor(x), _axes(axis), keepdims)
+
+
+def min(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return _C.amin(_as_tensor(x), _axes(axis), keepdims)
+
+
+def argmax(x, axis=None, keepdims: bool = False) -> Tensor:
+    if axis is not None and not isinstance(axis, (numbers.Integral, np.integer)):
+        raise TypeError(f"argmax: axis must be an int or None, got {axis!r}")
+    return _C.argmax(_as_tensor(x), None if axis is None else int(axis), keepdims)
+
+
+def var(x, axis=None, keepdims: bool = False, ddof: int = 0) -> Tensor:
+    """Variance with numpy's default ``ddof=0`` (pass ``ddof=1`` for the unbiased estimate)."""
+    return _C.var(_as_tensor(x), _axes(axis), keepdims, int(ddof))
+
+
+def logsumexp(x, axis=None, keepdims: bool = False) -> Tensor:
+    return _C.logsumexp(_as_tensor(x), _axes(axis), keepdims)
+
+
+def softmax(x, axis: int = -1) -> Tensor:
+    return _C.softmax(_as_tensor(x), int(axis))
+
+
+def log_softmax(x, axis: int = -1) -> Tensor:
+    return _C.log_softmax(_as_tensor(x), int(axis))
+
+
+# ---- shape ops ---------------------------------------------------------------------------------
+
+
+def reshape(x, *shape) -> Tensor:
+    return _C.reshape(_as_tensor(x), _shape(shape))
+
+
+def transpose(x, a: int = 0, b: int = 1) -> Tensor:
+    return _C.transpose(_as_tensor(x), int(a), int(b))
+
+
+def permute(x, *dims) -> Tensor:
+    return _C.permute(_as_tensor(x), _shape(dims))
+
+
+def expand(x, *shape) -> Tensor:
+    return _C.expand(_as_tensor(x), _shape(shape))
+
+
+def concat(tensors, axis: int = 0) -> Tensor:
+    return _C.concat([_as_tensor(t) for t in tensors], int(axis))
+
+
+def stack(tensors, axis: int = 0) -> Tensor:
+    return _C.stack([_as_tensor(t) for t in tensors], int(axis))
+
+
+# ---- linear algebra and nn ---------------------------------------------------------------------
+
+
+def matmul(a, b) -> Tensor:
+    """Matrix product with numpy semantics (1-D operands, broadcast batch dimensions)."""
+    a, b = _pair(a, b)
+    return _C.matmul(a, b)
+
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def cross_entropy(logits, labels, reduction: str = "mean") -> Tensor:
+    """Softmax cross-entropy of (N, C) logits against (N,) integer labels, as torch's."""
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"cross_entropy: reduction must be one of {list(_REDUCTIONS)}, got {reduction!r}")
+    return _C.cross_entropy(_as_tensor(logits), _as_tensor(labels), _REDUCTIONS[reduction])
+
+
+def _two(v, name: str) -> tuple[int, int]:
+    if isinstance(v, (numbers.Integral, np.integer)):
+        return int(v), int(v)
+    v = tuple(v)
+    if len(v) != 2:
+        raise ValueError(f"{name} must be an int or a pair (h, w), got {v!r}")
+    return int(v[0]), int(v[1])
+
+
+def conv2d(x, w, b=None, stride=1, padding=0) -> Tensor:
+    """2-D convolution (cross-correlation, as torch's) of NCHW ``x`` with (K, C, KH, KW) ``w``."""
+    sh, sw = _two(stride, "conv2d: stride")
+    ph, pw = _two(padding, "conv2d: padding")
+    return _C.conv2d(_as_tensor(x), _as_tensor(w), None if b is None else _as_tensor(b), sh, sw, ph, pw)
+
+
+def _pool_args(kernel_size, stride, name):
+    kh, kw = _two(kernel_size, f"{name}: kernel_size")
+    if stride is None:
+        if kh != kw:
+            raise ValueError(f"{name}: pass stride explicitly for a non-square kernel {kh}x{kw}")
+        return kh, kw, kh
+    sh, sw = _two(stride, f"{name}: stride")
+    if sh != sw:
+        raise ValueError(f"{name}: only equal strides are supported, got ({sh}, {sw})")
+    return kh, kw, sh
+
+
+def max_pool2d(x, kernel_size, stride=None) -> Tensor:
+    return _C.max_pool2d(_as_tensor(x), *_pool_args(kernel_size, stride, "max_pool2d"))
+
+
+def avg_pool2d(x, kernel_size, stride=None) -> Tensor:
+    return _C.avg_pool2d(_as_tensor(x), *_pool_args(kernel_size, stride, "avg_pool2d"))
+
+
+def dropout(x, p: float = 0.5, training: bool = True) -> Tensor:
+    """Inverted dropout: zeroes each element with probability ``p``, scales the rest by 1/(1-p)."""
+    return _C.dropout(_as_tensor(x), float(p), bool(training))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    shape = [int(normalized_shape)] if isinstance(normalized_shape, numbers.Integral) else _shape((normalized_shape,))
+    opt = [None if t is None else _as_tensor(t) for t in (weight, bias)]
+    return _C.layer_norm(_as_tensor(x), shape, *opt, float(eps))
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch normalisation over (N, C, ...), as torch's; updates running stats in place when training."""
+    opt = [None if t is None else _as_tensor(t) for t in (running_mean, running_var, weight, bias)]
+    return _C.batch_norm(_as_tensor(x), *opt, bool(training), float(momentum), float(eps))
+
+
+__all__ = [
+    "tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "arange", "rand", "randn",
+    "manual_seed", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt",
+    "le", "gt", "ge", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "sin", "cos",
+    "abs", "neg", "where", "sum", "mean", "max", "min", "argmax", "var", "logsumexp", "softmax",
+    "log_softmax", "reshape", "transpose", "permute", "expand", "concat", "stack", "matmul",
+    "cross_entropy", "conv2d", "max_pool2d", "avg_pool2d", "dropout", "layer_norm", "batch_norm",
+]
+_ = float64  # re-exported through nexus.__init__

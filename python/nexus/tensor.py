@@ -1,0 +1,163 @@
+"""Python-side methods of ``nexus.Tensor``: operators, indexing, conversions, autograd entry.
+
+The class itself is native (``nexus._C.Tensor``); this module attaches what reads better in
+Python. Nothing here loops over data.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import _C
+from . import functional as F
+from ._dtype import as_dtype, bfloat16, float32, from_code
+
+Tensor = _C.Tensor
+
+
+def _dtype(self):
+    return from_code(self._dtype)
+
+
+def _repr(self) -> str:
+    arr = (F._C.astype(self.detach(), float32._code) if self._dtype == bfloat16._code else self).numpy()
+    body = np.array2string(arr, separator=", ", prefix="tensor(")
+    extra = f", dtype={self.dtype}" if self.dtype != float32 else ""
+    grad = f", grad_fn=<{self.grad_fn}>" if self.grad_fn else (", requires_grad=True" if self.requires_grad else "")
+    return f"tensor({body}{extra}{grad})"
+
+
+def _item(self):
+    if self.size != 1:
+        raise ValueError(f"only one-element tensors can be converted to Python scalars, got shape {self.shape}")
+    arr = (F._C.astype(self.detach(), float32._code) if self._dtype == bfloat16._code else self).numpy()
+    return arr.reshape(()).item()
+
+
+def _tolist(self):
+    arr = (F._C.astype(self.detach(), float32._code) if self._dtype == bfloat16._code else self).numpy()
+    return arr.tolist()
+
+
+def _len(self) -> int:
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+
+def _iter(self):
+    for i in range(len(self)):
+        yield self[i]
+
+
+def _backward(self, gradient=None) -> None:
+    """Accumulates d(self)/d(leaf) into every leaf's ``.grad``."""
+    if gradient is None:
+        if self.size != 1:
+            raise ValueError(
+                f"backward: grad can be implicitly created only for one-element outputs; this tensor has "
+                f"shape {self.shape}, so pass gradient= of that shape")
+        gradient = F._C.full(list(self.shape), 1.0, self._dtype)
+    else:
+        gradient = F._as_tensor(gradient, self)
+        if gradient.dtype != self.dtype:
+            gradient = F._C.astype(gradient, self._dtype)
+    self._backward(gradient)
+
+
+# ---- indexing ----------------------------------------------------------------------------------
+
+
+def _is_int(i) -> bool:
+    return isinstance(i, (numbers.Integral, np.integer)) and not isinstance(i, (bool, np.bool_))
+
+
+def _getitem(self, key):
+    if isinstance(key, (list, np.ndarray, Tensor)):  # integer-array gather along axis 0
+        index = key if isinstance(key, Tensor) else F.tensor(np.asarray(key))
+        if index.dtype.name not in ("int32", "int64"):
+            raise IndexError(f"only integer arrays are valid indices, got dtype {index.dtype}")
+        return _C.index_select(self, index)
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_real > self.ndim:
+        raise IndexError(f"too many indices for a tensor of {self.ndim} dimension(s): {n_real} were given")
+    out, axis = self, 0
+    for k in key:
+        if k is Ellipsis:
+            axis += self.ndim - n_real
+        elif k is None:
+            out = _C.unsqueeze(out, axis)
+            axis += 1
+        elif _is_int(k):
+            out = _C.select(out, axis, int(k))
+        elif isinstance(k, slice):
+            start, stop, step = k.start, k.stop, k.step
+            step = 1 if step is None else int(step)
+            if step <= 0:
+                raise ValueError(f"slice step must be positive, got {step}")
+            n = out.shape[axis]
+            out = _C.slice(out, axis, 0 if start is None else int(start), n if stop is None else int(stop), step)
+            axis += 1
+        else:
+            raise IndexError(
+                f"unsupported index {k!r}: valid indices are ints, slices, None, ... and integer arrays")
+    return out
+
+
+# ---- methods that forward to nexus.functional ---------------------------------------------------
+
+
+def _reflected(fn):
+    return lambda self, other: fn(other, self)
+
+
+def _install() -> None:
+    T = Tensor
+    T.dtype = property(_dtype, doc="The element type (a nexus dtype).")
+    T.T = property(lambda self: _C.permute(self, list(range(self.ndim))[::-1]), doc="Reversed dims.")
+    T.__repr__ = _repr
+    T.item = _item
+    T.tolist = _tolist
+    T.__float__ = lambda self: float(_item(self))
+    T.__int__ = lambda self: int(_item(self))
+    T.__bool__ = lambda self: bool(_item(self))
+    T.__index__ = lambda self: int(_item(self)) if self.dtype.name in ("int32", "int64") else _no_index(self)
+    T.__len__ = _len
+    T.__iter__ = _iter
+    T.__getitem__ = _getitem
+    T.backward = _backward
+    T.astype = lambda self, dtype: _C.astype(self, as_dtype(dtype)._code)
+    T.contiguous = lambda self: _C.contiguous(self)
+    T.reshape = F.reshape
+    T.view = F.reshape
+    T.transpose = F.transpose
+    T.permute = F.permute
+    T.expand = F.expand
+    T.matmul = F.matmul
+    T.__hash__ = object.__hash__
+    for name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "sin", "cos", "abs", "sum",
+                 "mean", "max", "min", "argmax", "var", "logsumexp", "softmax", "log_softmax"):
+        setattr(T, name, getattr(F, name))
+    ops = {"add": F.add, "sub": F.sub, "mul": F.mul, "truediv": F.div, "pow": F.pow, "matmul": F.matmul}
+    for name, fn in ops.items():
+        setattr(T, f"__{name}__", fn)
+        setattr(T, f"__r{name}__", _reflected(fn))
+    for name, fn in {"eq": F.eq, "ne": F.ne, "lt": F.lt, "le": F.le, "gt": F.gt, "ge": F.ge}.items():
+        setattr(T, f"__{name}__", fn)
+    T.__neg__ = F.neg
+    T.__abs__ = F.abs
+    T.__pos__ = lambda self: self
+    T.__array_ufunc__ = None  # `ndarray op tensor` defers to our reflected operators
+
+
+def _no_index(self):
+    raise TypeError(f"only integer tensors can be used as an index, got dtype {self.dtype}")
+
+
+_install()

@@ -1,0 +1,84 @@
+// Op bindings: one line each, GIL released. Python-side argument normalisation (scalars, axis
+// tuples, dtype names) happens in python/nexus/functional.py.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "ops/ops.h"
+
+namespace py = pybind11;
+
+namespace nexus::python {
+
+using ops::Axes;
+using OptTensor = std::optional<Tensor>;
+static Tensor opt(const OptTensor& t) { return t ? *t : Tensor(); }
+
+void bind_ops(py::module_& m) {
+  py::enum_<ops::UnaryOp>(m, "UnaryOp")
+      .value("neg", ops::UnaryOp::Neg).value("exp", ops::UnaryOp::Exp).value("log", ops::UnaryOp::Log)
+      .value("sqrt", ops::UnaryOp::Sqrt).value("tanh", ops::UnaryOp::Tanh)
+      .value("sigmoid", ops::UnaryOp::Sigmoid).value("relu", ops::UnaryOp::Relu)
+      .value("gelu", ops::UnaryOp::Gelu).value("sin", ops::UnaryOp::Sin).value("cos", ops::UnaryOp::Cos)
+      .value("abs", ops::UnaryOp::Abs);
+  py::enum_<ops::BinaryOp>(m, "BinaryOp")
+      .value("add", ops::BinaryOp::Add).value("sub", ops::BinaryOp::Sub).value("mul", ops::BinaryOp::Mul)
+      .value("div", ops::BinaryOp::Div).value("pow", ops::BinaryOp::Pow)
+      .value("maximum", ops::BinaryOp::Maximum).value("minimum", ops::BinaryOp::Minimum)
+      .value("eq", ops::BinaryOp::Eq).value("ne", ops::BinaryOp::Ne).value("lt", ops::BinaryOp::Lt)
+      .value("le", ops::BinaryOp::Le).value("gt", ops::BinaryOp::Gt).value("ge", ops::BinaryOp::Ge);
+
+  auto nogil = py::call_guard<py::gil_scoped_release>();
+  // creation
+  m.def("full", &ops::full, nogil);
+  m.def("arange", &ops::arange, nogil);
+  m.def("rand", &ops::rand, nogil);
+  m.def("randn", &ops::randn, nogil);
+  m.def("manual_seed", &ops::manual_seed);
+  m.def("astype", &ops::astype, nogil);
+  m.def("contiguous", [](const Tensor& x) { return ops::contiguous(x); }, nogil);
+  m.def("clone", [](const Tensor& x) { return ops::contiguous(x, /*force_copy=*/true); }, nogil);
+  m.def("copy_", &ops::copy_, nogil);
+  // views
+  m.def("reshape", &ops::reshape, nogil);
+  m.def("permute", &ops::permute, nogil);
+  m.def("transpose", &ops::transpose, nogil);
+  m.def("expand", &ops::expand, nogil);
+  m.def("slice", &ops::slice, nogil);
+  m.def("select", &ops::select, nogil);
+  m.def("unsqueeze", &ops::unsqueeze, nogil);
+  m.def("index_select", &ops::index_select, nogil);
+  m.def("concat", &ops::concat, nogil);
+  m.def("stack", &ops::stack, nogil);
+  // elementwise
+  m.def("unary", &ops::unary, nogil);
+  m.def("binary", &ops::binary, nogil);
+  m.def("where", &ops::where, nogil);
+  // reductions
+  m.def("sum", &ops::sum, nogil);
+  m.def("mean", &ops::mean, nogil);
+  m.def("amax", &ops::amax, nogil);
+  m.def("amin", &ops::amin, nogil);
+  m.def("argmax", &ops::argmax, nogil);
+  m.def("var", &ops::var, nogil);
+  m.def("logsumexp", &ops::logsumexp, nogil);
+  m.def("softmax", &ops::softmax, nogil);
+  m.def("log_softmax", &ops::log_softmax, nogil);
+  // nn
+  m.def("matmul", &ops::matmul, nogil);
+  m.def("cross_entropy", [](const Tensor& x, const Tensor& y, int r) {
+    return ops::cross_entropy(x, y, ops::Reduction(r));
+  }, nogil);
+  m.def("conv2d", [](const Tensor& x, const Tensor& w, const OptTensor& b, int64_t sh, int64_t sw,
+                     int64_t ph, int64_t pw) { return ops::conv2d(x, w, opt(b), sh, sw, ph, pw); }, nogil);
+  m.def("max_pool2d", &ops::max_pool2d, nogil);
+  m.def("avg_pool2d", &ops::avg_pool2d, nogil);
+  m.def("dropout", &ops::dropout, nogil);
+  m.def("layer_norm", [](const Tensor& x, const Shape& s, const OptTensor& w, const OptTensor& b,
+                         double eps) { return ops::layer_norm(x, s, opt(w), opt(b), eps); }, nogil);
+  m.def("batch_norm", [](const Tensor& x, const OptTensor& rm, const OptTensor& rv, const OptTensor& w,
+                         const OptTensor& b, bool training, double momentum, double eps) {
+    return ops::batch_norm(x, opt(rm), opt(rv), opt(w), opt(b), training, momentum, eps);
+  }, nogil);
+}
+
+}  // namespace nexus::python

@@ -1,0 +1,27 @@
+// C++ error types -> Python: ValueError, TypeError, IndexError, and NexusError for broken
+// invariants ("internal error, please report").
+#include "base/error.h"
+#include "bindings.h"
+
+namespace py = pybind11;
+
+namespace nexus::python {
+
+void bind_errors(py::module_& m) {
+  static py::exception<InternalError> nexus_error(m, "NexusError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const InternalError& e) {
+      py::set_error(nexus_error, e.what());
+    }
+  });
+}
+
+}  // namespace nexus::python

@@ -1,0 +1,10 @@
+#include "bindings.h"
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Nexus native core: tensors, autograd and kernels";
+  nexus::python::bind_errors(m);
+  auto tensor = nexus::python::bind_tensor(m);
+  nexus::python::bind_buffer(m, tensor);
+  nexus::python::bind_ops(m);
+  nexus::python::bind_info(m);
+}
