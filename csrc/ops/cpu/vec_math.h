@@ -35,6 +35,19 @@ inline T fmadd(T a, T b, T c) {
 #endif
 }
 
+// c ? a : b as a bitwise blend. A plain ternary lets GCC sink the work of an arm into a branch,
+// and with -ftrapping-math (the default) that branch then blocks if-conversion and vectorization;
+// this form is computed unconditionally and still compiles to one vblendv.
+inline float select(bool c, float a, float b) {
+  const std::uint32_t m = 0u - static_cast<std::uint32_t>(c);
+  return from_bits((to_bits(a) & m) | (to_bits(b) & ~m));
+}
+inline double select(bool c, double a, double b) {
+  const std::uint64_t m = 0u - static_cast<std::uint64_t>(c);
+  return std::bit_cast<double>((std::bit_cast<std::uint64_t>(a) & m) |
+                               (std::bit_cast<std::uint64_t>(b) & ~m));
+}
+
 // Horner: poly(x, c0, c1, ..., cn) = c0 + x*(c1 + x*(... + x*cn)).
 template <class T>
 inline T poly(T, T c0) { return c0; }
@@ -89,9 +102,8 @@ inline float sin_shifted(float x, double shift) {
                             0x1.466bba7992656p-4, -0x1.32ca7ccc8f535p-8, 0x1.4bbfecdf2798dp-13);
   const double c = poly(z, 0x1.ffffffff836fdp-1, -0x1.3bd3cc6e1d398p+0, 0x1.03c1da8ab409dp-2,
                         -0x1.55c4da4506798p-6, 0x1.d99b02daba48fp-11);
-  double v = (q == 1.0) | (q == 3.0) ? c : s;
-  v = q >= 2.0 ? -v : v;
-  return static_cast<float>(v);
+  const double v = select((q == 1.0) | (q == 3.0), c, s);
+  return static_cast<float>(select(q >= 2.0, -v, v));
 }
 
 }  // namespace detail
@@ -122,19 +134,19 @@ inline float exp(float x) {
 inline float log(float x) {
   using namespace detail;
   const bool sub = x < 0x1p-126f;  // subnormal, zero or negative (the last two fixed below)
-  const float xs = sub ? x * 0x1p23f : x;
+  const float xs = select(sub, x * 0x1p23f, x);
   const std::uint32_t ix = to_bits(xs) - 0x3f3504f3u;  // 0x3f3504f3 = bits of sqrt(1/2)
   const auto k = static_cast<std::int32_t>(ix) >> 23;
   const float f = from_bits((ix & 0x7fffffu) + 0x3f3504f3u) - 1.0f;
-  const float kf = static_cast<float>(k) - (sub ? 23.0f : 0.0f);
+  const float kf = static_cast<float>(k) - select(sub, 23.0f, 0.0f);
   // log1p(f) = f + f^2*Q(f): own minimax fit, relative error of Q 7.5e-9.
   const float q = poly(f, -0x1p-1f, 0x1.55554ep-2f, -0x1p-2f, 0x1.99a138p-3f, -0x1.555cf0p-3f,
                        0x1.237beap-3f, -0x1.fc57f4p-4f, 0x1.e35276p-4f, -0x1.dbab24p-4f,
                        0x1.1929cep-4f);
   float r = fmadd(kf, kLn2Hi, fmadd(kf, kLn2Lo, fmadd(f * f, q, f)));
-  r = x == kInf ? kInf : r;
-  r = x == 0.0f ? -kInf : r;         // log(+-0) = -inf
-  return !(x >= 0.0f) ? kNaN : r;    // negative or NaN
+  r = select(x == kInf, kInf, r);
+  r = select(x == 0.0f, -kInf, r);  // log(+-0) = -inf
+  return select(!(x >= 0.0f), kNaN, r);  // negative or NaN
 }
 
 // tanh: odd polynomial for |x| < 0.625, else (1 - e^{-2|x|})/(1 + e^{-2|x|}) with the sign of x.
@@ -146,14 +158,14 @@ inline float tanh(float x) {
                                         0x1.58054cp-6f, -0x1.8f91b4p-8f), x);
   const float e = vec::exp(-2.0f * std::fabs(x));  // in [0, 1]: no overflow, tanh(+-inf) = +-1
   const float big = std::copysign((1.0f - e) / (1.0f + e), x);
-  return std::fabs(x) < 0.625f ? small : big;  // NaN takes `big`, which is NaN
+  return select(std::fabs(x) < 0.625f, small, big);  // NaN takes `big`, which is NaN
 }
 
 // 1/(1 + e^-x), written as {1 or e}/(1 + e) with e = e^{-|x|} so it never overflows and is
 // accurate in the left tail (subnormal results included).
 inline float sigmoid(float x) {
   const float e = vec::exp(-std::fabs(x));
-  return (x < 0.0f ? e : 1.0f) / (1.0f + e);
+  return detail::select(x < 0.0f, e, 1.0f) / (1.0f + e);
 }
 
 // gelu, tanh approximation: 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715x^3))) == x*sigmoid(u),
@@ -161,7 +173,7 @@ inline float sigmoid(float x) {
 inline float gelu(float x) {
   using namespace detail;
   const float g = x * sigmoid(kGeluA * fmadd(kGeluB * x, x * x, x));
-  return x == -kInf ? -0.0f : g;  // -inf * sigmoid(-inf) would be NaN
+  return select(x == -kInf, -0.0f, g);  // -inf * sigmoid(-inf) would be NaN
 }
 
 // d/dx gelu = s + x*u'*s*(1 - s), s = sigmoid(u), u' = 2*sqrt(2/pi)*(1 + 3*0.044715x^2).
@@ -175,7 +187,7 @@ inline float gelu_grad(float x) {
   const float du = kGeluA * fmadd(3.0f * kGeluB, x2, 1.0f);
   const float e = vec::exp(-std::fabs(u));
   const float d = 1.0f / (1.0f + e);
-  const float s = (u < 0.0f ? e : 1.0f) * d;
+  const float s = select(u < 0.0f, e, 1.0f) * d;
   return fmadd(x * du, e * d * d, s);  // e/(1+e)^2 == s*(1-s)
 }
 
@@ -199,8 +211,7 @@ inline double gelu_grad(double x) {
 
 // sin and cos, correct for every float (see reduce_quarter_turns); error <= 1 ulp.
 inline float sin(float x) {
-  const float r = detail::sin_shifted(x, 0.0);
-  return x == 0.0f ? x : r;  // sin(-0) = -0
+  return detail::select(x == 0.0f, x, detail::sin_shifted(x, 0.0));  // sin(-0) = -0
 }
 inline float cos(float x) { return detail::sin_shifted(x, 1.0); }
 
