@@ -33,15 +33,16 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stri
   return autograd::record("conv2d", cast(out, dt), {x, w, bias}, grad::conv2d(x, w, g));
 }
 
-static Pool2dGeometry pool_geometry(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, const char* op) {
+static Pool2dGeometry pool_geometry(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                                    const char* op) {
   check_nchw(x, op);
-  Pool2dGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], kh, kw, stride, 0};
+  Pool2dGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], kh, kw, sh, sw, 0};
   check_pool2d(g, op);
   return g;
 }
 
-Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride) {
-  Pool2dGeometry g = pool_geometry(x, kh, kw, stride, "max_pool2d");
+Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw) {
+  Pool2dGeometry g = pool_geometry(x, kh, kw, sh, sw, "max_pool2d");
   DType cdt = compute_dtype(x.dtype());
   Tensor xc = contiguous(cast(x.detach(), cdt));
   Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt);
@@ -53,8 +54,8 @@ Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride) {
   return autograd::record("max_pool2d", cast(out, x.dtype()), {x}, grad::max_pool2d(argmax, g));
 }
 
-Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride) {
-  Pool2dGeometry g = pool_geometry(x, kh, kw, stride, "avg_pool2d");
+Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw) {
+  Pool2dGeometry g = pool_geometry(x, kh, kw, sh, sw, "avg_pool2d");
   DType cdt = compute_dtype(x.dtype());
   Tensor xc = contiguous(cast(x.detach(), cdt));
   Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt);

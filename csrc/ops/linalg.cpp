@@ -80,7 +80,13 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
            " are not aligned: ", ka, " (dim ", a.ndim() - 1, ") != ", kb, " (dim ", b.ndim() - 2, ")");
   NX_CHECK_TYPE(a.dtype() != DType::Bool && b.dtype() != DType::Bool, "matmul: not supported for bool tensors");
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
-  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape batch;
+  try {
+    batch = broadcast_shapes(ba, bb, "matmul");
+  } catch (const ValueError&) {
+    throw ValueError(str("matmul: batch dimensions of shapes ", shape_str(a.shape()), " and ",
+                         shape_str(b.shape()), " cannot be broadcast"));
+  }
   DType dt = promote_types(a.dtype(), b.dtype());
   DType cdt = compute_dtype(dt);
   Shape sa = batch, sb = batch, so = batch;

@@ -67,8 +67,8 @@ enum class Reduction : uint8_t { None, Mean, Sum };
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduction);
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h,
               int64_t stride_w, int64_t pad_h, int64_t pad_w);
-Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride);
-Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride);
+Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
+Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
 Tensor dropout(const Tensor& x, double p, bool training);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps);

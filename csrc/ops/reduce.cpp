@@ -108,7 +108,10 @@ Tensor softmax(const Tensor& x, int64_t axis) {
 Tensor log_softmax(const Tensor& x, int64_t axis) {
   Tensor xf = is_floating(x.dtype()) ? x : astype(x, DType::Float32);
   Axes axes{wrap_axis(axis, x.ndim(), "log_softmax")};
-  return sub(xf, logsumexp(xf, axes, /*keepdims=*/true));
+  // (x - m) - log(sum(exp(x - m))): subtracting the shift first keeps float32 precision when
+  // |x| is large (x - logsumexp(x) would cancel two nearly equal numbers).
+  Tensor shifted = sub(xf, stable_shift(xf, axes));
+  return sub(shifted, unary(UnaryOp::Log, sum(unary(UnaryOp::Exp, shifted), axes, /*keepdims=*/true)));
 }
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> axis, bool keepdims) {

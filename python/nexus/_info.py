@@ -28,6 +28,6 @@ def info() -> dict:
     d = dict(_C.build_info())
     d["num_threads"] = _C.get_num_threads()
     d["cuda_available"] = False  # no CUDA backend is compiled into this build
-    d["mpi"] = "compiled" if d.pop("mpi_compiled") else None
+    d["mpi"] = "compiled" if d["mpi_compiled"] else None
     d["jit_compiler"] = _jit_compiler()
     return d

@@ -30,7 +30,7 @@ def _show(key, value, yes, no):
         return yes if value else no
     if key in _FEATURE_KEYS:
         return f"{yes} {value}" if value else no
-    return str(value)
+    return "(none)" if value is None or value == "" else str(value)
 
 
 def _knobs():
@@ -62,8 +62,8 @@ def _info(as_json):
         print(f"{key.ljust(width)}  {_show(key, value, yes, no)}")
     if knobs:
         print("\nenvironment knobs (current value, or default):")
-        values = [f"{os.environ[n]} (set)" if n in os.environ else f"{d} (default)"
-                  for n, d, _ in knobs]
+        values = [f"{os.environ[n]} (set)" if n in os.environ
+                  else f"{'unset' if d in (None, '') else d} (default)" for n, d, _ in knobs]
         width, vwidth = max(len(n) for n, _, _ in knobs), max(map(len, values))
         for (name, _, desc), value in zip(knobs, values):
             print(f"  {name.ljust(width)}  {value.ljust(vwidth)}  {desc}")

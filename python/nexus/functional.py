@@ -311,14 +311,8 @@ def conv2d(x, w, b=None, stride=1, padding=0) -> Tensor:
 
 def _pool_args(kernel_size, stride, name):
     kh, kw = _two(kernel_size, f"{name}: kernel_size")
-    if stride is None:
-        if kh != kw:
-            raise ValueError(f"{name}: pass stride explicitly for a non-square kernel {kh}x{kw}")
-        return kh, kw, kh
-    sh, sw = _two(stride, f"{name}: stride")
-    if sh != sw:
-        raise ValueError(f"{name}: only equal strides are supported, got ({sh}, {sw})")
-    return kh, kw, sh
+    sh, sw = (kh, kw) if stride is None else _two(stride, f"{name}: stride")
+    return kh, kw, sh, sw
 
 
 def max_pool2d(x, kernel_size, stride=None) -> Tensor:

@@ -41,6 +41,14 @@ def _tolist(self):
     return arr.tolist()
 
 
+def _astype(self, dtype, copy: bool = True):
+    """This tensor converted to ``dtype``; a copy even for the same dtype unless ``copy=False``."""
+    code = as_dtype(dtype)._code
+    if code == self._dtype:
+        return _C.clone(self) if copy else self
+    return _C.astype(self, code)
+
+
 def _len(self) -> int:
     if self.ndim == 0:
         raise TypeError("len() of a 0-d tensor")
@@ -87,15 +95,20 @@ def _getitem(self, key):
         raise IndexError("an index can only have a single ellipsis ('...')")
     if n_real > self.ndim:
         raise IndexError(f"too many indices for a tensor of {self.ndim} dimension(s): {n_real} were given")
-    out, axis = self, 0
+    out, axis, src_axis = self, 0, 0  # axis in `out`; src_axis in `self`, for messages
     for k in key:
         if k is Ellipsis:
             axis += self.ndim - n_real
+            src_axis += self.ndim - n_real
         elif k is None:
             out = _C.unsqueeze(out, axis)
             axis += 1
         elif _is_int(k):
+            n = out.shape[axis]
+            if not -n <= int(k) < n:
+                raise IndexError(f"index {int(k)} is out of bounds for axis {src_axis} with size {n}")
             out = _C.select(out, axis, int(k))
+            src_axis += 1
         elif isinstance(k, slice):
             start, stop, step = k.start, k.stop, k.step
             step = 1 if step is None else int(step)
@@ -104,6 +117,7 @@ def _getitem(self, key):
             n = out.shape[axis]
             out = _C.slice(out, axis, 0 if start is None else int(start), n if stop is None else int(stop), step)
             axis += 1
+            src_axis += 1
         else:
             raise IndexError(
                 f"unsupported index {k!r}: valid indices are ints, slices, None, ... and integer arrays")
@@ -132,7 +146,7 @@ def _install() -> None:
     T.__iter__ = _iter
     T.__getitem__ = _getitem
     T.backward = _backward
-    T.astype = lambda self, dtype: _C.astype(self, as_dtype(dtype)._code)
+    T.astype = _astype
     T.contiguous = lambda self: _C.contiguous(self)
     T.reshape = F.reshape
     T.view = F.reshape
@@ -141,7 +155,7 @@ def _install() -> None:
     T.expand = F.expand
     T.matmul = F.matmul
     T.__hash__ = object.__hash__
-    for name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "sin", "cos", "abs", "sum",
+    for name in ("neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "sin", "cos", "abs", "sum",
                  "mean", "max", "min", "argmax", "var", "logsumexp", "softmax", "log_softmax"):
         setattr(T, name, getattr(F, name))
     ops = {"add": F.add, "sub": F.sub, "mul": F.mul, "truediv": F.div, "pow": F.pow, "matmul": F.matmul}

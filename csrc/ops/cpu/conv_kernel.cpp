@@ -187,7 +187,7 @@ struct Window {
 };
 
 Window pool_window(const Pool2dGeometry& g, int64_t oh, int64_t ow) {
-  const int64_t h0 = oh * g.stride - g.pad, w0 = ow * g.stride - g.pad;
+  const int64_t h0 = oh * g.stride_h - g.pad, w0 = ow * g.stride_w - g.pad;
   return {std::max<int64_t>(h0, 0), std::min(h0 + g.kh, g.h), std::max<int64_t>(w0, 0),
           std::min(w0 + g.kw, g.w)};
 }
@@ -246,7 +246,8 @@ void check_pool2d(const Pool2dGeometry& g, const char* op) {
   NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0, op, ": sizes must be positive, got input (", g.n, ", ",
            g.c, ", ", g.h, ", ", g.w, ")");
   NX_CHECK(g.kh > 0 && g.kw > 0, op, ": kernel size must be positive, got ", g.kh, "x", g.kw);
-  NX_CHECK(g.stride > 0, op, ": stride must be positive, got ", g.stride);
+  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ",
+           pair_str(g.stride_h, g.stride_w));
   NX_CHECK(g.pad >= 0, op, ": padding must be non-negative, got ", g.pad);
   NX_CHECK(2 * g.pad <= g.kh && 2 * g.pad <= g.kw, op, ": padding ", g.pad,
            " is more than half the kernel ", g.kh, "x", g.kw,

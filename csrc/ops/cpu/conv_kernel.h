@@ -2,7 +2,7 @@
 //
 // Conventions shared by every kernel here:
 //   - x is (n, c, h, w); conv weights are (k, c, kh, kw); outputs are (n, k|c, out_h, out_w).
-//   - No dilation, no groups. Pooling has one stride and one padding for both axes.
+//   - No dilation, no groups. Pooling has one padding for both axes.
 //   - Callers validate with check_conv2d / check_pool2d first; the kernels assume a valid geometry.
 //   - Gradient outputs are overwritten (not accumulated into). A null gradient pointer skips it.
 //   - Implemented for T = float and double (explicit instantiations in conv_kernel.cpp).
@@ -29,11 +29,11 @@ struct Conv2dGeometry {
 struct Pool2dGeometry {
   int64_t n, c, h, w;
   int64_t kh, kw;
-  int64_t stride = 1;
+  int64_t stride_h = 1, stride_w = 1;
   int64_t pad = 0;
 
-  int64_t out_h() const { return (h + 2 * pad - kh) / stride + 1; }
-  int64_t out_w() const { return (w + 2 * pad - kw) / stride + 1; }
+  int64_t out_h() const { return (h + 2 * pad - kh) / stride_h + 1; }
+  int64_t out_w() const { return (w + 2 * pad - kw) / stride_w + 1; }
 };
 
 // Throw ValueError (NX_CHECK) naming `op` when the geometry is unusable: a negative batch, a

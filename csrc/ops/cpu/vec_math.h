@@ -48,6 +48,12 @@ inline double select(bool c, double a, double b) {
                                (std::bit_cast<std::uint64_t>(b) & ~m));
 }
 
+// min(max(x, lo), hi) that keeps NaN; as selects, so GCC cannot thread the clamped constants.
+inline float clamp(float x, float lo, float hi) {
+  x = select(x < lo, lo, x);
+  return select(x > hi, hi, x);
+}
+
 // Horner: poly(x, c0, c1, ..., cn) = c0 + x*(c1 + x*(... + x*cn)).
 template <class T>
 inline T poly(T, T c0) { return c0; }
@@ -93,8 +99,9 @@ inline double reduce_quarter_turns(float x, double& n) {
 inline float sin_shifted(float x, double shift) {
   double n;
   const double t = reduce_quarter_turns(x, n);  // x = (n + t)*pi/2
-  n += shift;
-  const double q = n - 4.0 * std::floor(n * 0.25);  // quadrant 0..3 (NaN for inf/NaN x)
+  // Quadrant (n + shift) mod 4 as q in {-2..2}: 0 -> s, 1 -> c, +-2 -> -s, -1 -> -c. (std::floor
+  // would not vectorize under -ftrapping-math; nearbyint does.) NaN for inf/NaN x, giving NaN.
+  const double q = mod4(n + shift);
   const double z = t * t;
   // sin(t*pi/2)/t and cos(t*pi/2) for t^2 in [0, 0.2505]: own minimax fits in double,
   // relative error 4.6e-12 and 5.7e-11 (the float result then rounds once).
@@ -102,8 +109,8 @@ inline float sin_shifted(float x, double shift) {
                             0x1.466bba7992656p-4, -0x1.32ca7ccc8f535p-8, 0x1.4bbfecdf2798dp-13);
   const double c = poly(z, 0x1.ffffffff836fdp-1, -0x1.3bd3cc6e1d398p+0, 0x1.03c1da8ab409dp-2,
                         -0x1.55c4da4506798p-6, 0x1.d99b02daba48fp-11);
-  const double v = select((q == 1.0) | (q == 3.0), c, s);
-  return static_cast<float>(select(q >= 2.0, -v, v));
+  const double v = select(std::fabs(q) == 1.0, c, s);
+  return static_cast<float>(select((q < 0.0) | (q > 1.5), -v, v));
 }
 
 }  // namespace detail
@@ -112,8 +119,7 @@ inline float sin_shifted(float x, double shift) {
 // x = n*ln2 + r, |r| <= ln2/2; 2^n is applied as two factors so subnormal results round once.
 inline float exp(float x) {
   using namespace detail;
-  x = x < -104.0f ? -104.0f : x;  // NaN compares false and passes through
-  x = x > 89.0f ? 89.0f : x;
+  x = clamp(x, -104.0f, 89.0f);  // NaN compares false and passes through
   const float t = fmadd(x, kLog2e, kShifter);
   const float n = t - kShifter;  // round(x/ln2), exact
   float r = fmadd(n, -kLn2Hi, x);
@@ -149,7 +155,7 @@ inline float log(float x) {
   return select(!(x >= 0.0f), kNaN, r);  // negative or NaN
 }
 
-// tanh: odd polynomial for |x| < 0.625, else (1 - e^{-2|x|})/(1 + e^{-2|x|}) with the sign of x.
+// tanh: odd polynomial for |x| < 0.625, else (1 - e^{-2|x|})/(1 + e^{-2|x|}); sign of x.
 inline float tanh(float x) {
   using namespace detail;
   const float z = x * x;
@@ -157,8 +163,9 @@ inline float tanh(float x) {
   const float small = fmadd(x * z, poly(z, -0x1.555552p-2f, 0x1.110e1ep-3f, -0x1.b925a2p-5f,
                                         0x1.58054cp-6f, -0x1.8f91b4p-8f), x);
   const float e = vec::exp(-2.0f * std::fabs(x));  // in [0, 1]: no overflow, tanh(+-inf) = +-1
-  const float big = std::copysign((1.0f - e) / (1.0f + e), x);
-  return select(std::fabs(x) < 0.625f, small, big);  // NaN takes `big`, which is NaN
+  const float big = (1.0f - e) / (1.0f + e);
+  // NaN takes `big`, which is NaN; copysign also keeps tanh(-0) = -0.
+  return std::copysign(select(std::fabs(x) < 0.625f, small, big), x);
 }
 
 // 1/(1 + e^-x), written as {1 or e}/(1 + e) with e = e^{-|x|} so it never overflows and is
@@ -180,8 +187,7 @@ inline float gelu(float x) {
 // |x| > 20 is clamped: there s is exactly 0 or 1 and s*(1-s) = 0 (this also keeps inf*0 away).
 inline float gelu_grad(float x) {
   using namespace detail;
-  x = x < -20.0f ? -20.0f : x;
-  x = x > 20.0f ? 20.0f : x;
+  x = clamp(x, -20.0f, 20.0f);
   const float x2 = x * x;
   const float u = kGeluA * fmadd(kGeluB * x, x2, x);
   const float du = kGeluA * fmadd(3.0f * kGeluB, x2, 1.0f);
@@ -202,7 +208,8 @@ inline double gelu(double x) {
 
 inline double gelu_grad(double x) {
   using detail::kGeluAd;
-  x = std::fmin(std::fmax(x, -40.0), 40.0);  // beyond, the result is exactly 0 or 1
+  if (std::isnan(x)) return x;
+  x = x < -40.0 ? -40.0 : (x > 40.0 ? 40.0 : x);  // beyond, the result is exactly 0 or 1
   const double x2 = x * x;
   const double u = kGeluAd * (x + 0.044715 * x2 * x), du = kGeluAd * (1.0 + 3.0 * 0.044715 * x2);
   const double e = std::exp(-std::fabs(u)), d = 1.0 / (1.0 + e);
