@@ -1,0 +1,334 @@
+"""Neural-network ops against numpy references: matmul, conv2d, pooling, cross_entropy,
+layer_norm, batch_norm, dropout, concat and stack."""
+
+import numpy as np
+import pytest
+
+import nexus as nx
+import nx_reference as ref
+from nx_reference import TOL, TRANSCENDENTAL_TOL, check, make, round_to
+
+FLOATS = ["float32", "float64"]
+MATMUL_TOL = dict(TOL, float32={"rtol": 1e-5, "atol": 1e-5})
+
+
+def values(rng, shape, dtype, scale=1.0):
+    """(tensor, float64 values exactly as stored)"""
+    x = round_to(rng.standard_normal(shape) * scale, dtype)
+    return make(x, dtype), x
+
+
+# --------------------------------------------------------------------------- matmul
+
+MATMUL_SHAPES = [
+    ((4,), (4,)),
+    ((4,), (4, 3)),
+    ((2, 4), (4,)),
+    ((2, 4), (4, 3)),
+    ((1, 1), (1, 1)),
+    ((5, 2, 4), (4, 3)),
+    ((2, 4), (5, 4, 3)),
+    ((2, 1, 3, 4), (5, 4, 2)),
+    ((3, 1, 4), (1, 4, 2)),
+    ((4,), (2, 4, 3)),
+    ((0, 4), (4, 3)),
+    ((2, 0), (0, 3)),
+]
+
+
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul_follows_numpy_semantics(dtype, shapes, rng):
+    ta, a = values(rng, shapes[0], dtype)
+    tb, b = values(rng, shapes[1], dtype)
+    check(nx.matmul(ta, tb), np.matmul(a, b), dtype, MATMUL_TOL)
+    check(ta @ tb, np.matmul(a, b), dtype, MATMUL_TOL)
+
+
+MATMUL_LAYOUTS = {
+    "lhs_T": ((6, 5), (6, 8), lambda a: a.T, lambda b: b),
+    "rhs_T": ((5, 6), (8, 6), lambda a: a, lambda b: b.T),
+    "both_T": ((6, 4), (8, 6), lambda a: a.T, lambda b: b.T),
+    "strided": ((6, 6), (6, 8), lambda a: a[::2], lambda b: b[:, 1::2]),
+    "batched_T": ((2, 6, 5), (6, 3), lambda a: swap_last_two(a), lambda b: b),
+}
+
+
+def swap_last_two(x):
+    return x.swapaxes(1, 2) if isinstance(x, np.ndarray) else x.transpose(1, 2)
+
+
+@pytest.mark.parametrize("layout", sorted(MATMUL_LAYOUTS))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul_of_non_contiguous_operands_matches_numpy(dtype, layout, rng):
+    shape_a, shape_b, view_a, view_b = MATMUL_LAYOUTS[layout]
+    ta, a = values(rng, shape_a, dtype)
+    tb, b = values(rng, shape_b, dtype)
+    check(nx.matmul(view_a(ta), view_b(tb)), view_a(a) @ view_b(b), dtype, MATMUL_TOL)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul_of_larger_odd_shapes_matches_numpy(dtype, rng):
+    ta, a = values(rng, (33, 65), dtype)
+    tb, b = values(rng, (65, 17), dtype)
+    tol = dict(TOL, float32={"rtol": 1e-5, "atol": 1e-4})
+    check(nx.matmul(ta, tb), a @ b, dtype, tol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matmul_large_enough_to_be_threaded_matches_numpy(dtype, rng):
+    ta, a = values(rng, (3, 130, 257), dtype)
+    tb, b = values(rng, (257, 67), dtype)
+    tol = dict(TOL, float32={"rtol": 1e-5, "atol": 2e-4})
+    check(nx.matmul(ta, tb), a @ b, dtype, tol)
+    check(nx.matmul(ta[:, ::3, ::2], tb[::2]), a[:, ::3, ::2] @ b[::2], dtype, tol)
+    check(nx.matmul(tb.T, ta.transpose(1, 2)), b.T @ a.swapaxes(1, 2), dtype, tol)
+
+
+def test_conv2d_of_a_larger_image_matches_reference(rng):
+    tx, x = values(rng, (2, 3, 17, 19), "float32")
+    tw, w = values(rng, (8, 3, 3, 3), "float32")
+    tb, b = values(rng, (8,), "float32")
+    check(nx.conv2d(tx, tw, tb, padding=1), ref.conv2d(x, w, b, 1, 1), "float32", MATMUL_TOL)
+
+
+def test_matmul_with_a_numpy_operand_on_the_right(rng):
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((3, 2))
+    check(nx.tensor(a) @ b, a @ b, "float64")
+
+
+# --------------------------------------------------------------------------- conv2d
+
+CONV_CASES = {
+    "plain": ((2, 3, 6, 5), (4, 3, 3, 3), True, 1, 0),
+    "stride2_pad1": ((1, 2, 7, 7), (3, 2, 3, 2), False, 2, 1),
+    "pair_stride_pad": ((2, 1, 5, 6), (2, 1, 2, 3), True, (2, 1), (1, 0)),
+    "pointwise": ((1, 3, 4, 4), (2, 3, 1, 1), True, 1, 0),
+    "kernel_covers_input": ((1, 2, 5, 5), (1, 2, 5, 5), False, 1, 2),
+    "stride_skips_edge": ((1, 1, 6, 6), (1, 1, 2, 2), True, 3, 0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv2d_matches_reference(dtype, case, rng):
+    x_shape, w_shape, has_bias, stride, padding = CONV_CASES[case]
+    tx, x = values(rng, x_shape, dtype)
+    tw, w = values(rng, w_shape, dtype)
+    tb, b = values(rng, (w_shape[0],), dtype) if has_bias else (None, None)
+    out = nx.conv2d(tx, tw, tb, stride=stride, padding=padding)
+    check(out, ref.conv2d(x, w, b, stride, padding), dtype, MATMUL_TOL)
+
+
+def test_conv2d_defaults_to_stride_one_and_no_padding(rng):
+    tx, x = values(rng, (1, 2, 5, 5), "float64")
+    tw, w = values(rng, (3, 2, 3, 3), "float64")
+    check(nx.conv2d(tx, tw), ref.conv2d(x, w), "float64")
+
+
+def test_conv2d_of_a_non_contiguous_input_matches_reference(rng):
+    x = rng.standard_normal((1, 5, 5, 2))
+    w = rng.standard_normal((2, 2, 3, 3))
+    out = nx.conv2d(nx.tensor(x).permute(0, 3, 1, 2), nx.tensor(w), padding=1)
+    check(out, ref.conv2d(x.transpose(0, 3, 1, 2), w, padding=1), "float64")
+
+
+# --------------------------------------------------------------------------- pooling
+
+POOL_CASES = {
+    "default_stride": ((2, 3, 6, 6), 2, None),
+    "stride2_kernel3": ((1, 2, 7, 5), 3, 2),
+    "overlapping": ((1, 1, 5, 5), 2, 1),
+    "floor_mode": ((1, 1, 4, 4), 3, None),
+    "rect_kernel": ((1, 2, 6, 6), (2, 3), None),
+    "rect_stride": ((1, 1, 7, 8), (3, 2), (2, 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(POOL_CASES))
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
+def test_pool2d_matches_reference(name, dtype, case, rng):
+    shape, kernel, stride = POOL_CASES[case]
+    tx, x = values(rng, shape, dtype)
+    out = getattr(nx, name)(tx, kernel, stride)
+    check(out, getattr(ref, name)(x, kernel, stride), dtype)
+
+
+@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
+def test_pool2d_stride_defaults_to_the_kernel_size(name, rng):
+    tx, x = values(rng, (1, 2, 6, 4), "float64")
+    check(getattr(nx, name)(tx, 2), getattr(ref, name)(x, 2, 2), "float64")
+
+
+# --------------------------------------------------------------------------- cross_entropy
+
+@pytest.mark.parametrize("label_dtype", ["int64", "int32"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_cross_entropy_matches_reference(dtype, reduction, label_dtype, rng):
+    tl, logits = values(rng, (5, 4), dtype, scale=3.0)
+    labels = np.array([0, 3, 1, 1, 2])
+    out = nx.cross_entropy(tl, make(labels, label_dtype), reduction=reduction)
+    check(out, np.asarray(ref.cross_entropy(logits, labels, reduction)), dtype,
+          TRANSCENDENTAL_TOL)
+
+
+def test_cross_entropy_defaults_to_the_mean(rng):
+    tl, logits = values(rng, (3, 6), "float64")
+    labels = np.array([5, 0, 2])
+    check(nx.cross_entropy(tl, nx.tensor(labels)), np.asarray(ref.cross_entropy(logits, labels)),
+          "float64")
+
+
+def test_cross_entropy_is_stable_for_large_logits():
+    logits = np.array([[1000.0, 0.0, -1000.0], [0.0, 1000.0, 999.0]], dtype=np.float32)
+    labels = np.array([1, 2])
+    out = nx.cross_entropy(nx.tensor(logits), nx.tensor(labels), reduction="none")
+    # Finite, and within an absolute float32 rounding of the largest logit (ulp(1000) = 6e-5).
+    assert np.all(np.isfinite(out.numpy()))
+    check(out, ref.cross_entropy(logits.astype(np.float64), labels, "none"), "float32",
+          dict(TOL, float32={"rtol": 2e-5, "atol": 1e-4}))
+
+
+# --------------------------------------------------------------------------- layer_norm
+
+LAYER_NORM_CASES = {
+    "last_dim_tuple": ((2, 3, 4), (4,)),
+    "last_dim_int": ((2, 3, 4), 4),
+    "last_two_dims": ((2, 3, 4), (3, 4)),
+    "matrix": ((5, 6), (6,)),
+}
+
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("case", sorted(LAYER_NORM_CASES))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm_matches_reference(dtype, case, affine, rng):
+    shape, normalized = LAYER_NORM_CASES[case]
+    tx, x = values(rng, shape, dtype, scale=3.0)
+    wshape = (normalized,) if isinstance(normalized, int) else normalized
+    tw, w = values(rng, wshape, dtype) if affine else (None, None)
+    tb, b = values(rng, wshape, dtype) if affine else (None, None)
+    out = nx.layer_norm(tx, normalized, tw, tb)
+    check(out, ref.layer_norm(x, normalized, w, b), dtype, TRANSCENDENTAL_TOL)
+
+
+def test_layer_norm_uses_the_given_eps(rng):
+    tx, x = values(rng, (3, 4), "float64", scale=0.01)
+    check(nx.layer_norm(tx, (4,), eps=1e-2), ref.layer_norm(x, (4,), eps=1e-2), "float64")
+
+
+# --------------------------------------------------------------------------- batch_norm
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 2, 5)], ids=str)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_batch_norm_in_eval_mode_uses_running_statistics(dtype, shape, affine, rng):
+    tx, x = values(rng, shape, dtype, scale=2.0)
+    mean = round_to(rng.standard_normal(3), dtype)
+    var = round_to(rng.uniform(0.5, 2.0, 3), dtype)
+    tw, w = values(rng, (3,), dtype) if affine else (None, None)
+    tb, b = values(rng, (3,), dtype) if affine else (None, None)
+    rm, rv = make(mean, dtype), make(var, dtype)
+    out = nx.batch_norm(tx, rm, rv, tw, tb, training=False)
+    expected, _, _ = ref.batch_norm(x, mean, var, w, b, training=False)
+    check(out, expected, dtype, TRANSCENDENTAL_TOL)
+    check(rm, mean, dtype)
+    check(rv, var, dtype)
+
+
+@pytest.mark.parametrize("momentum", [0.1, 0.5])
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 2, 5)], ids=str)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_batch_norm_in_training_mode_uses_batch_statistics_and_updates_running_ones(
+        dtype, shape, momentum, rng):
+    tx, x = values(rng, shape, dtype, scale=2.0)
+    tw, w = values(rng, (3,), dtype)
+    tb, b = values(rng, (3,), dtype)
+    mean, var = round_to(rng.standard_normal(3), dtype), round_to(rng.uniform(0.5, 2, 3), dtype)
+    rm, rv = make(mean, dtype), make(var, dtype)
+    out = nx.batch_norm(tx, rm, rv, tw, tb, training=True, momentum=momentum)
+    expected, new_mean, new_var = ref.batch_norm(x, mean, var, w, b, True, momentum)
+    check(out, expected, dtype, TRANSCENDENTAL_TOL)
+    check(rm, new_mean, dtype, TRANSCENDENTAL_TOL)
+    check(rv, new_var, dtype, TRANSCENDENTAL_TOL)
+
+
+def test_batch_norm_uses_the_given_eps(rng):
+    tx, x = values(rng, (4, 2), "float64", scale=0.01)
+    rm, rv = nx.zeros(2, dtype="float64"), nx.ones(2, dtype="float64")
+    out = nx.batch_norm(tx, rm, rv, training=True, eps=1e-2)
+    expected, _, _ = ref.batch_norm(x, np.zeros(2), np.ones(2), training=True, eps=1e-2)
+    check(out, expected, "float64")
+
+
+# --------------------------------------------------------------------------- dropout
+
+def test_dropout_keeps_or_zeroes_and_scales_survivors():
+    x = nx.full((200, 100), 2.0)
+    nx.manual_seed(3)
+    out = nx.dropout(x, p=0.3).numpy()
+    kept = out != 0
+    np.testing.assert_allclose(out[kept], 2.0 / 0.7, rtol=1e-6)
+    assert abs(1.0 - kept.mean() - 0.3) < 0.02
+
+
+def test_dropout_is_reproducible_under_manual_seed():
+    x = nx.ones(1000)
+    nx.manual_seed(11)
+    first = nx.dropout(x, 0.5).numpy().copy()
+    nx.manual_seed(11)
+    np.testing.assert_array_equal(nx.dropout(x, 0.5).numpy(), first)
+    assert not np.array_equal(nx.dropout(x, 0.5).numpy(), first)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_dropout_in_eval_mode_or_with_p_zero_is_identity(dtype, rng):
+    tx, x = values(rng, (4, 5), dtype)
+    check(nx.dropout(tx, p=0.5, training=False), x, dtype)
+    check(nx.dropout(tx, p=0.0), x, dtype)
+
+
+@pytest.mark.parametrize("p", [1.0, -0.1, 1.5])
+def test_dropout_probability_outside_unit_interval_raises_value_error(p):
+    with pytest.raises(ValueError):
+        nx.dropout(nx.ones(4), p=p)
+
+
+# --------------------------------------------------------------------------- concat, stack
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, -3])
+@pytest.mark.parametrize("dtype", FLOATS + ["int64"])
+def test_concat_matches_numpy(dtype, axis, rng):
+    shapes = [[2, 3, 4], [2, 3, 4], [2, 3, 4]]
+    for i, n in enumerate((1, 2, 3)):
+        shapes[i][axis] = n
+    pairs = [values(rng, tuple(s), dtype) for s in shapes]
+    out = nx.concat([t for t, _ in pairs], axis=axis)
+    check(out, np.concatenate([x for _, x in pairs], axis=axis), dtype)
+
+
+def test_concat_defaults_to_axis_zero_and_takes_views(rng):
+    a, b = rng.standard_normal((3, 2)), rng.standard_normal((2, 3))
+    out = nx.concat([nx.tensor(a).T, nx.tensor(b)[:, ::1]])
+    check(out, np.concatenate([a.T, b]), "float64")
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+@pytest.mark.parametrize("dtype", FLOATS + ["int64"])
+def test_stack_matches_numpy(dtype, axis, rng):
+    pairs = [values(rng, (2, 3), dtype) for _ in range(3)]
+    out = nx.stack([t for t, _ in pairs], axis=axis)
+    check(out, np.stack([x for _, x in pairs], axis=axis), dtype)
+
+
+def test_stack_defaults_to_a_new_leading_axis(rng):
+    a, b = rng.standard_normal(4), rng.standard_normal(4)
+    check(nx.stack([nx.tensor(a), nx.tensor(b)]), np.stack([a, b]), "float64")
+
+
+@pytest.mark.parametrize("name,shapes", [("concat", [(2, 3), (2, 4)]), ("stack", [(2, 3), (3, 2)])])
+def test_concat_and_stack_of_mismatched_shapes_raise_value_error(name, shapes):
+    with pytest.raises(ValueError):
+        getattr(nx, name)([nx.zeros(*s) for s in shapes], axis=0)
