@@ -5,13 +5,20 @@
 # Usage: tools/sanitize-test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=$(mktemp -d "${TMPDIR:-/tmp}/nexus-asan.XXXXXX")
-trap 'rm -rf "$venv"' EXIT
-python3 -m venv "$venv"
+# NEXUS_SANITIZE_VENV=dir keeps (and reuses) the environment, for debugging a failure.
+if [ -n "${NEXUS_SANITIZE_VENV:-}" ]; then
+  venv=$NEXUS_SANITIZE_VENV
+else
+  venv=$(mktemp -d "${TMPDIR:-/tmp}/nexus-asan.XXXXXX")
+  trap 'rm -rf "$venv"' EXIT
+fi
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q ".[test]" \
   -Ccmake.define.NEXUS_SANITIZE=address,undefined -Ccmake.build-type=RelWithDebInfo \
   -Cbuild-dir=build/sanitize
-asan=$("${CXX:-c++}" -print-file-name=libasan.so)
+# libstdc++ is preloaded too: ASan intercepts __cxa_throw, and finds the real one only when
+# libstdc++ is loaded before the interpreter (which does not link it) starts.
+asan="$("${CXX:-c++}" -print-file-name=libasan.so) $("${CXX:-c++}" -print-file-name=libstdc++.so)"
 echo "sanitize-test: preloading $asan"
 # -p no:cacheprovider: the suite's .pytest_cache belongs to the normal run
 cd tests && LD_PRELOAD="$asan" ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 \

@@ -1,0 +1,157 @@
+"""Shared helpers for the benchmark programs: timer, result check, table, thread control.
+
+Benchmarks are programs, not tests (STYLE.md): each one checks its result against the peer
+before timing, warms up, runs many iterations, reports the median and prints the peer side by
+side as a ratio. These helpers keep that pattern short in every benchmarks/<capability>.py.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+# Environment variables that change how the BLAS behind numpy (and Nexus) runs. We only report
+# them; a benchmark must never change the machine's settings behind the reader's back.
+BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+            "NEXUS_NUM_THREADS")
+
+
+def bench(fn, warmup=3, repeat=None, min_time=0.5, min_repeat=5):
+    """Time fn() with time.perf_counter: `warmup` untimed calls, then `repeat` timed calls, or,
+    when repeat is None, as many as fit in `min_time` seconds (at least `min_repeat`).
+
+    Returns dict(median, p10, p90, n) with times in seconds.
+    """
+    for _ in range(warmup):
+        fn()
+    return _stats(_samples(fn, repeat, min_time, min_repeat))
+
+
+def bench_interleaved(fns, warmup=3, rounds=5, min_time=0.5):
+    """bench() for several functions compared with each other (ours vs the peer), alternating
+    between them in `rounds` slices of min_time / rounds each, so that a load change on the
+    machine hits every side alike and the ratio stays meaningful. Returns one dict per fn.
+    """
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, t in zip(fns, times):
+            t += _samples(fn, None, min_time / rounds, 1)
+    return [_stats(t) for t in times]
+
+
+def _samples(fn, repeat, min_time, min_repeat):
+    times = []
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if repeat is not None:
+            if len(times) >= repeat:
+                break
+        elif len(times) >= min_repeat and time.perf_counter() - start >= min_time:
+            break
+    return times
+
+
+def _stats(times):
+    times = sorted(times)
+    return dict(median=statistics.median(times), p10=_quantile(times, 0.10),
+                p90=_quantile(times, 0.90), n=len(times))
+
+
+def _quantile(sorted_times, q):
+    """Linear-interpolated quantile of an already sorted list."""
+    pos = q * (len(sorted_times) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_times) - 1)
+    return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
+
+
+def to_numpy(x):
+    """A Nexus tensor, numpy array or Python number as a numpy array (zero-copy where possible)."""
+    if hasattr(x, "numpy") and not isinstance(x, np.ndarray):
+        return x.numpy()
+    return np.asarray(x)
+
+
+def check(name, ours, ref, rtol, atol):
+    """Raise SystemExit naming the benchmark row when `ours` and `ref` disagree.
+
+    A benchmark whose result is wrong has no meaningful time, so it stops here (llm.c's
+    validate_result) instead of printing a number.
+    """
+    a = to_numpy(ours).astype(np.float64, copy=False)
+    b = to_numpy(ref).astype(np.float64, copy=False)
+    if a.shape != b.shape:
+        raise SystemExit(f"check failed for {name}: shape {a.shape} (nexus) != {b.shape} "
+                         "(reference)")
+    bad = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=False)
+    if bad.any():
+        err = np.abs(a - b)
+        i = np.unravel_index(int(np.argmax(np.where(bad, err, -1.0))), a.shape) if a.ndim else ()
+        rel = err / np.maximum(np.abs(b), np.finfo(np.float64).tiny)
+        raise SystemExit(
+            f"check failed for {name}: {int(bad.sum())} of {a.size} elements differ beyond "
+            f"rtol={rtol:g} atol={atol:g}; max abs err {err.max():.3g}, max rel err "
+            f"{rel.max():.3g}; worst at index {tuple(int(k) for k in i)}: "
+            f"nexus {float(a[i]):.9g} vs reference {float(b[i]):.9g}")
+
+
+def table(rows, headers):
+    """Print rows (sequences of cells) as a GitHub-markdown table with aligned columns."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[j]) for r in cells) for j in range(len(headers))]
+
+    def line(r):
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
+
+    print(line(cells[0]))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in cells[1:]:
+        print(line(r))
+
+
+def threads(n):
+    """Use n threads in Nexus and in numpy's BLAS (and torch, when it is already imported).
+
+    numpy's BLAS is limited through threadpoolctl when it is installed; otherwise nothing is set
+    for numpy and the returned notes say so. Returns a list of human-readable notes.
+    """
+    import nexus as nx
+
+    nx.set_num_threads(n)
+    notes = [f"nexus threads: {nx.get_num_threads()}"]
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:
+        notes.append("numpy BLAS threads: NOT set (threadpoolctl not installed; "
+                     "pip install threadpoolctl) -- numpy uses its default")
+    else:
+        # Called as a function, threadpool_limits sets the limit until the process exits.
+        threadpool_limits(limits=n, user_api="blas")
+        libs = [f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads)"
+                for i in threadpool_info() if i.get("user_api") == "blas"]
+        notes.append("numpy BLAS threads: " + (", ".join(libs) or "no BLAS pool found"))
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
+        notes.append(f"torch threads: {sys.modules['torch'].get_num_threads()}")
+    return notes
+
+
+def env_report():
+    """Lines saying which BLAS-related environment variables are set (they are left as found)."""
+    return [f"{k}={os.environ[k]}" if k in os.environ else f"{k} not set" for k in BLAS_ENV]
+
+
+def fmt_ms(seconds):
+    """A time in seconds as milliseconds with sensible precision."""
+    ms = seconds * 1e3
+    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 100 else f"{ms:.0f}"

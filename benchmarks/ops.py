@@ -1,0 +1,184 @@
+"""Core CPU ops, Nexus side by side with numpy (and torch for conv2d when it is importable).
+
+    python benchmarks/ops.py [--threads 2] [--quick]
+
+Every row first checks Nexus's result against the numpy reference, then times both (warm-up,
+then many iterations, median). ratio = numpy time / nexus time, so > 1 means Nexus is faster.
+The metric column is GFLOP/s for matmul/conv and effective GB/s (bytes read + written once) for
+the memory-bound ops. The issue's bars are printed under the table with PASS/MISS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import bench_interleaved, check, env_report, fmt_ms, table, threads  # noqa: E402
+
+import nexus as nx  # noqa: E402
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+
+# The issue's bars: (label, row key, minimum numpy/nexus ratio). Defined at full sizes, 2 threads.
+BARS = [("matmul 1024 >= 0.9x numpy", "matmul_bar", 0.9),
+        ("add >= 1.0x numpy at 16M fp32", "add", 1.0),
+        ("sum >= 1.0x numpy at 16M fp32", "sum", 1.0)]
+BAR_THREADS = 2
+
+
+@dataclass
+class Case:
+    key: str                          # names the row for the bars
+    op: str
+    shape: str
+    ref: Callable                     # numpy reference (the peer that is timed)
+    ours: Callable                    # nexus
+    rtol: float
+    atol: float
+    work: float                       # FLOPs or bytes per call
+    unit: str                         # "GFLOP/s" or "GB/s"
+    peer: Callable | None = None      # optional torch column
+
+
+def conv2d_im2col(x, w, b):
+    """numpy reference for conv2d (stride 1, no padding): im2col + one matmul."""
+    n, c, h, wd = x.shape
+    k, _, kh, kw = w.shape
+    cols = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))  # N,C,OH,OW,KH,KW
+    oh, ow = cols.shape[2], cols.shape[3]
+    cols = cols.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)  # the im2col copy
+    out = cols @ w.reshape(k, -1).T + b
+    return out.reshape(n, oh, ow, k).transpose(0, 3, 1, 2)
+
+
+def conv2d_loops(x, w, b):
+    """The definition, as plain loops over output positions; checks the im2col reference."""
+    n, c, h, wd = x.shape
+    k, _, kh, kw = w.shape
+    out = np.empty((n, k, h - kh + 1, wd - kw + 1), dtype=np.float64)
+    for i in range(out.shape[2]):
+        for j in range(out.shape[3]):
+            patch = x[:, :, i:i + kh, j:j + kw].astype(np.float64)
+            out[:, :, i, j] = np.einsum("nchw,kchw->nk", patch, w.astype(np.float64)) + b
+    return out
+
+
+def make_cases(quick, rng):
+    def randn(*shape):
+        return rng.standard_normal(shape, dtype=np.float32)
+
+    cases = []
+    mm_sizes = (128, 256, 512) if quick else (256, 1024, 2048)
+    for i, n in enumerate(mm_sizes):
+        a, b = randn(n, n), randn(n, n)
+        ta, tb = nx.from_numpy(a), nx.from_numpy(b)
+        cases.append(Case("matmul_bar" if i == 1 else f"matmul{n}", "matmul fp32", f"{n}x{n}x{n}",
+                          lambda a=a, b=b: a @ b, lambda ta=ta, tb=tb: nx.matmul(ta, tb),
+                          1e-4, 1e-5 * n, 2.0 * n ** 3, "GFLOP/s"))
+
+    m = 1024 if quick else 4096
+    x, bias = randn(m, m), randn(m)
+    tx, tbias = nx.from_numpy(x), nx.from_numpy(bias)
+    cases.append(Case("add", "broadcast add fp32", f"({m},{m}) + ({m},)",
+                      lambda: x + bias, lambda: tx + tbias,
+                      0.0, 0.0, 4.0 * (2 * m * m + m), "GB/s"))
+
+    n = 1 << (20 if quick else 24)
+    v = randn(n)
+    tv = nx.from_numpy(v)
+    cases.append(Case("exp", "exp fp32", f"{n >> 20}M", lambda: np.exp(v), lambda: nx.exp(tv),
+                      1e-5, 0.0, 8.0 * n, "GB/s"))
+    u = rng.random(n, dtype=np.float32)  # all positive: a relative check means something
+    tu = nx.from_numpy(u)
+    cases.append(Case("sum", "sum fp32", f"{n >> 20}M", lambda: np.sum(u), lambda: nx.sum(tu),
+                      1e-5, 0.0, 4.0 * n, "GB/s"))
+
+    xc, wc, bc = randn(16 if quick else 64, 6, 14, 14), randn(16, 6, 5, 5), randn(16)
+    txc, twc, tbc = nx.from_numpy(xc), nx.from_numpy(wc), nx.from_numpy(bc)
+    oh = ow = 14 - 5 + 1
+    peer = None
+    if torch is not None:
+        pxc, pwc, pbc = torch.from_numpy(xc), torch.from_numpy(wc), torch.from_numpy(bc)
+        peer = lambda: F.conv2d(pxc, pwc, pbc)  # noqa: E731
+    cases.append(Case("conv", "conv2d fp32 (LeNet conv2)", f"x{xc.shape} w{wc.shape}",
+                      lambda: conv2d_im2col(xc, wc, bc), lambda: nx.conv2d(txc, twc, tbc),
+                      1e-4, 1e-4, 2.0 * xc.shape[0] * 16 * 6 * 5 * 5 * oh * ow, "GFLOP/s", peer))
+    return cases
+
+
+def header(args, thread_notes):
+    info = nx.info()
+    print(f"# benchmarks/ops.py{' --quick' if args.quick else ''} --threads {args.threads}\n")
+    print(f"- nexus {info.get('version')} ({info.get('build_type')}), blas={info.get('blas')}, "
+          f"simd={info.get('simd')}, compiler={info.get('compiler')}")
+    print(f"- numpy {np.__version__}, torch {torch.__version__ if torch else 'not importable'}, "
+          f"python {platform.python_version()}, {os.cpu_count()} CPUs ({platform.machine()}), "
+          f"load average {os.getloadavg()[0]:.2f} (a busy machine makes every ratio noisy)")
+    for note in thread_notes:
+        print(f"- {note}")
+    print("- environment (left as found): " + ", ".join(env_report()))
+    if os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
+        print("- WARNING: the machine is busy (load average above half the CPUs); BLAS threads "
+              "get preempted and times jump by scheduler slices -- rerun on an idle machine")
+    print()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=BAR_THREADS,
+                        help=f"nexus and numpy BLAS threads (default {BAR_THREADS}, as the bars)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes, short timing (smoke test, ~10 s)")
+    args = parser.parse_args(argv)
+
+    header(args, threads(args.threads))
+    rng = np.random.default_rng(0)
+    tiny = [rng.standard_normal(s, dtype=np.float32) for s in ((2, 3, 7, 6), (4, 3, 3, 2), (4,))]
+    check("conv2d im2col reference vs loops", conv2d_im2col(*tiny), conv2d_loops(*tiny), 1e-5, 1e-5)
+
+    timing = dict(warmup=3, min_time=0.25) if args.quick else dict(warmup=3, min_time=0.5)
+    headers = ["op", "shape", "numpy ms", "nexus ms", "ratio", "metric (nexus / numpy)"]
+    if torch is not None:
+        headers.append("torch ms")
+    rows, ratios, shapes = [], {}, {}
+    for c in make_cases(args.quick, rng):
+        ref = c.ref()
+        check(f"{c.op} {c.shape}", c.ours(), ref, c.rtol, c.atol)
+        fns = [c.ref, c.ours] + ([c.peer] if torch is not None and c.peer is not None else [])
+        if len(fns) == 3:
+            check(f"torch {c.op} {c.shape}", c.peer().numpy(), ref, c.rtol, c.atol)
+        t_np, t_nx, *t_peer = [r["median"] for r in bench_interleaved(fns, **timing)]
+        ratios[c.key], shapes[c.key] = t_np / t_nx, c.shape
+        row = [c.op, c.shape, fmt_ms(t_np), fmt_ms(t_nx), f"{t_np / t_nx:.2f}x",
+               f"{c.work * 1e-9 / t_nx:.1f} / {c.work * 1e-9 / t_np:.1f} {c.unit}"]
+        if torch is not None:
+            row.append(fmt_ms(t_peer[0]) if t_peer else "-")
+        rows.append(row)
+    table(rows, headers)
+    print(f"\nms: median of numpy/nexus samples taken alternately ({timing['min_time']} s per "
+          f"side per row, after {timing['warmup']} warm-up calls).")
+
+    comparable = not args.quick and args.threads == BAR_THREADS
+    print(f"\nBars (issue, at full sizes and {BAR_THREADS} threads)"
+          + ("" if comparable else " -- INDICATIVE ONLY: this run used "
+             + ("--quick sizes" if args.quick else f"{args.threads} threads")
+             + "; run `python benchmarks/ops.py` for the real check") + ":")
+    for label, key, bar in BARS:
+        verdict = "PASS" if ratios[key] >= bar else "MISS"
+        print(f"- {label}: {ratios[key]:.2f}x at {shapes[key]}  {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
