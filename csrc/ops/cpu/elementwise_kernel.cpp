@@ -138,8 +138,10 @@ void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
         });
       case UnaryOp::Gelu: return run_unary<T>(out, x, [](T v) { return vec::gelu(v); });
       case UnaryOp::GeluGrad: return run_unary<T>(out, x, [](T v) { return vec::gelu_grad(v); });
-      case UnaryOp::Sin: return run_unary<T>(out, x, [](T v) { return std::sin(v); });
-      case UnaryOp::Cos: return run_unary<T>(out, x, [](T v) { return std::cos(v); });
+      case UnaryOp::Sin:
+        return run_unary<T>(out, x, [](T v) { if constexpr (f32) return vec::sin(v); else return std::sin(v); });
+      case UnaryOp::Cos:
+        return run_unary<T>(out, x, [](T v) { if constexpr (f32) return vec::cos(v); else return std::cos(v); });
     }
   }
 }
