@@ -19,8 +19,35 @@ Tensor reduce_to(const Tensor& g, const Tensor& like) {
 
 static Tensor scalar(double v, const Tensor& like) { return scalar_like(v, like); }
 
-BackwardFn unary(UnaryOp op, const Tensor& x, const Tensor& out) {
-  return [op, x = x.detach(), out](const Tensor& g, const Needs&) -> Grads {
+// A tensor's shape and dtype without its data: what reduce_to needs of an input it does not read.
+static Tensor meta_only(const Tensor& t) {
+  return Tensor::view_of(nullptr, 0, t.shape(), t.strides(), t.dtype());
+}
+
+// Keeps t (detached) when the rule reads it, else only its metadata.
+static Tensor keep(bool reads, const Tensor& t) { return reads ? t.detach() : meta_only(t); }
+
+Saves saves(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Tanh: case UnaryOp::Sigmoid:
+      return {false, false, true};
+    case UnaryOp::Neg: return {false, false, false};
+    default: return {true, false, false};
+  }
+}
+
+Saves saves(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: case BinaryOp::Sub: return {false, false, false};
+    case BinaryOp::Div: return {false, true, true};
+    case BinaryOp::Pow: return {true, true, true};
+    default: return {true, true, false};
+  }
+}
+
+BackwardFn unary(UnaryOp op, const Tensor& x_in, const Tensor& out_in) {
+  Saves s = saves(op);
+  return [op, x = keep(s.a, x_in), out = keep(s.out, out_in)](const Tensor& g, const Needs&) -> Grads {
     switch (op) {
       case UnaryOp::Neg: return {ops::unary(UnaryOp::Neg, g)};
       case UnaryOp::Exp: return {mul(g, out)};
@@ -47,8 +74,10 @@ static Tensor extremum_share(BinaryOp cmp, const Tensor& a, const Tensor& b, con
   return mul(g, add(win, mul_scalar(tie, 0.5)));
 }
 
-BackwardFn binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
-  return [op, a = a_in.detach(), b = b_in.detach(), out](const Tensor& g, const Needs& need) -> Grads {
+BackwardFn binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const Tensor& out_in) {
+  Saves s = saves(op);
+  return [op, a = keep(s.a, a_in), b = keep(s.b, b_in), out = keep(s.out, out_in)](
+             const Tensor& g, const Needs& need) -> Grads {
     Tensor ga, gb;
     switch (op) {
       case BinaryOp::Add: ga = g; gb = g; break;

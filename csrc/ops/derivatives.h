@@ -10,6 +10,14 @@ namespace nexus::ops::grad {
 
 using autograd::BackwardFn;
 
+// What a rule keeps from the forward pass (its inputs a, b and its output): the graph autodiff
+// keeps exactly these alive until the backward node runs, and the rules capture nothing more.
+struct Saves {
+  bool a, b, out;
+};
+Saves saves(UnaryOp op);
+Saves saves(BinaryOp op);
+
 BackwardFn unary(UnaryOp op, const Tensor& x, const Tensor& out);
 BackwardFn binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 BackwardFn where(const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -1,0 +1,86 @@
+#include "engine/compiled_model.h"
+
+#include <climits>
+
+#include "engine/executor.h"
+#include "ops/ops.h"
+#include "tensor/tape.h"
+
+namespace nexus::engine {
+
+using graph::OpKind;
+
+CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers)
+    : g_(std::move(g)), params_(std::move(params)), buffers_(std::move(buffers)) {
+  NX_CHECK(g_.inputs.size() == 2, "a compiled model needs two inputs (features, labels), got ", g_.inputs.size());
+  NX_CHECK(g_.output >= 0 && g_.loss >= 0, "a compiled model needs an output and a loss");
+  NX_CHECK(params_.size() == g_.params.size(), "expected ", g_.params.size(), " parameter tensors, got ", params_.size());
+  NX_CHECK(buffers_.size() == g_.buffers.size(), "expected ", g_.buffers.size(), " buffers, got ", buffers_.size());
+  // The compile driver: a list of named passes.
+  graph::autodiff(g_);
+  std::vector<int> roots = g_.param_grads;
+  roots.push_back(g_.loss);
+  const int all = int(g_.nodes().size());
+  train_run_ = graph::live_nodes(g_, roots, all);
+  predict_run_ = graph::live_nodes(g_, {g_.output}, g_.forward_end);
+  loss_run_ = graph::live_nodes(g_, {g_.loss}, g_.forward_end);
+  train_last_ = results_last_use(train_run_);
+  predict_last_ = results_last_use(predict_run_);
+  loss_last_ = results_last_use(loss_run_);
+  record_.assign(size_t(all), false);
+  for (const auto& n : g_.nodes())
+    if (n.kind == OpKind::Grad && train_run_[size_t(n.ref)]) record_[size_t(n.ref)] = true;
+  no_record_.assign(size_t(all), false);
+  grads_.resize(params_.size());
+}
+
+std::vector<int> CompiledModel::results_last_use(const std::vector<bool>& run) const {
+  std::vector<int> last = graph::last_uses(g_, run);
+  std::vector<int> keep = g_.param_grads;
+  keep.insert(keep.end(), {g_.output, g_.loss});
+  for (int v : keep)
+    if (v >= 0) last[size_t(v)] = INT_MAX;
+  return last;
+}
+
+void CompiledModel::bind_state(Executor& ex) const {
+  for (size_t i = 0; i < params_.size(); ++i) ex.set(g_.params[i], params_[i]);
+  for (size_t i = 0; i < buffers_.size(); ++i) ex.set(g_.buffers[i], buffers_[i]);
+}
+
+double CompiledModel::forward_backward(const Tensor& x, const Tensor& y) {
+  Executor ex(g_);
+  bind_state(ex);
+  ex.set(g_.inputs[0], x);
+  ex.set(g_.inputs[1], y);
+  autograd::NoGradGuard outer;  // only the per-node tapes record (Executor enables them locally)
+  autograd::set_grad_enabled(true);
+  ex.run(0, g_.nodes().size(), train_run_, train_last_, record_, /*training=*/true);
+  autograd::set_grad_enabled(false);
+  for (size_t i = 0; i < params_.size(); ++i)
+    grads_[i] = g_.param_grads[i] >= 0 ? ex.get(g_.param_grads[i]) : Tensor();
+  Tensor loss = ops::astype(ex.get(g_.loss), DType::Float64);
+  return *loss.data<double>();
+}
+
+Tensor CompiledModel::predict(const Tensor& x) {
+  Executor ex(g_);
+  bind_state(ex);
+  ex.set(g_.inputs[0], x);
+  autograd::NoGradGuard no_grad;
+  ex.run(0, size_t(g_.forward_end), predict_run_, predict_last_, no_record_, /*training=*/false);
+  return ex.get(g_.output);
+}
+
+double CompiledModel::evaluate_loss(const Tensor& x, const Tensor& y) {
+  Executor ex(g_);
+  bind_state(ex);
+  ex.set(g_.inputs[0], x);
+  ex.set(g_.inputs[1], y);
+  autograd::NoGradGuard no_grad;
+  ex.run(0, size_t(g_.forward_end), loss_run_, loss_last_, no_record_, /*training=*/false);
+  Tensor loss = ops::astype(ex.get(g_.loss), DType::Float64);
+  return *loss.data<double>();
+}
+
+}  // namespace nexus::engine

@@ -1,0 +1,40 @@
+// A model compiled for training: the forward graph plus its generated backward, planned once,
+// run as one native call per step (forward, backward and the optimizer update).
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "graph/ir.h"
+#include "engine/executor.h"
+#include "graph/passes/passes.h"
+
+namespace nexus::engine {
+
+class CompiledModel {
+ public:
+  // g: a forward graph with inputs [features, labels], g.output (predictions) and g.loss set.
+  CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers);
+
+  // Forward and backward on one batch; returns the loss and leaves the gradients in grads().
+  double forward_backward(const Tensor& x, const Tensor& y);
+  Tensor predict(const Tensor& x);                       // inference mode (no dropout, running stats)
+  double evaluate_loss(const Tensor& x, const Tensor& y);  // inference mode
+
+  std::vector<Tensor>& params() { return params_; }
+  std::vector<Tensor>& buffers() { return buffers_; }
+  const std::vector<Tensor>& grads() const { return grads_; }
+  const graph::Graph& graph() const { return g_; }
+  graph::MemoryPlan memory_plan(int64_t batch) const { return graph::plan_memory(g_, train_run_, batch); }
+
+ private:
+  void bind_state(Executor& ex) const;
+  std::vector<int> results_last_use(const std::vector<bool>& run) const;
+
+  graph::Graph g_;
+  std::vector<Tensor> params_, buffers_, grads_;
+  std::vector<bool> train_run_, predict_run_, loss_run_, record_, no_record_;
+  std::vector<int> train_last_, predict_last_, loss_last_;
+};
+
+}  // namespace nexus::engine

@@ -1,0 +1,165 @@
+#include "engine/executor.h"
+
+#include "ops/ops.h"
+#include "tensor/tape.h"
+
+namespace nexus::engine {
+
+using graph::kBatch;
+using graph::Node;
+using graph::OpKind;
+
+static Tensor opt(const std::vector<Tensor>& in, size_t i) { return i < in.size() ? in[i] : Tensor(); }
+
+Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool training) {
+  const auto& I = n.attrs.ints;
+  const auto& F = n.attrs.floats;
+  switch (n.kind) {
+    case OpKind::Unary: return ops::unary(n.attrs.unary, in[0]);
+    case OpKind::Binary: return ops::binary(n.attrs.binary, in[0], in[1]);
+    case OpKind::MatMul: return ops::matmul(in[0], in[1]);
+    case OpKind::Reshape: {
+      Shape shape(I.begin(), I.end());
+      if (!shape.empty() && shape[0] == kBatch) shape[0] = in[0].shape()[0];
+      return ops::reshape(in[0], shape);
+    }
+    case OpKind::Conv2d: return ops::conv2d(in[0], in[1], opt(in, 2), I[0], I[1], I[2], I[3]);
+    case OpKind::MaxPool2d: return ops::max_pool2d(in[0], I[0], I[1], I[2], I[3]);
+    case OpKind::AvgPool2d: return ops::avg_pool2d(in[0], I[0], I[1], I[2], I[3]);
+    case OpKind::Dropout: return ops::dropout(in[0], F[0], training);
+    case OpKind::BatchNorm:  // inputs: x, weight, bias, running_mean, running_var
+      return ops::batch_norm(in[0], in[3], in[4], in[1], in[2], training, F[0], F[1]);
+    case OpKind::LayerNorm: return ops::layer_norm(in[0], Shape(I.begin(), I.end()), in[1], in[2], F[0]);
+    case OpKind::Softmax: return ops::softmax(in[0], I[0]);
+    case OpKind::LogSoftmax: return ops::log_softmax(in[0], I[0]);
+    case OpKind::CrossEntropy: return ops::cross_entropy(in[0], in[1], ops::Reduction(I[0]));
+    case OpKind::Concat: return ops::concat(in, I[0]);
+    default: break;
+  }
+  NX_ASSERT(false, "no forward rule for node kind ", graph::kind_name(n.kind));
+  return {};
+}
+
+// Rethrows the current exception with the layer named, keeping its type.
+[[noreturn]] static void rethrow_naming(const Node& n) {
+  std::string where = str("layer '", n.name, "' (", graph::kind_name(n.kind), "): ");
+  try {
+    throw;
+  } catch (const TypeError& e) {
+    throw TypeError(where + e.what());
+  } catch (const IndexError& e) {
+    throw IndexError(where + e.what());
+  } catch (const ValueError& e) {
+    throw ValueError(where + e.what());
+  }
+}
+
+void infer_shapes(graph::Graph& g) {
+  constexpr int64_t kDummyBatch = 2;
+  autograd::NoGradGuard no_grad;
+  std::vector<Tensor> env(g.values().size());
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    Node& n = g.nodes()[i];
+    if (n.kind == OpKind::Grad || n.kind == OpKind::GradSum || n.kind == OpKind::OnesLike) continue;
+    int out = n.outputs[0];
+    graph::Value& v = g.values()[size_t(out)];
+    if (n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer) {
+      Shape s = v.shape;
+      for (int64_t& d : s) d = d == kBatch ? kDummyBatch : d;
+      env[size_t(out)] = Tensor::zeros(s, v.dtype);
+      continue;
+    }
+    std::vector<Tensor> in;
+    for (int id : n.inputs) in.push_back(env[size_t(id)]);
+    try {
+      env[size_t(out)] = run_forward_node(n, in, /*training=*/false);
+    } catch (const std::invalid_argument&) {
+      rethrow_naming(n);
+    } catch (const std::out_of_range&) {
+      rethrow_naming(n);
+    }
+    const Tensor& t = env[size_t(out)];
+    v.shape = t.shape();
+    v.dtype = t.dtype();
+    if (!v.shape.empty() && n.kind != OpKind::CrossEntropy) v.shape[0] = kBatch;
+  }
+}
+
+Executor::Executor(const graph::Graph& g) : g_(g), env_(g.values().size()), reads_(g.nodes().size()) {
+  for (const Node& n : g.nodes())
+    if (n.kind == OpKind::Grad) reads_[size_t(n.ref)] = n.attrs.ints;
+}
+
+void Executor::run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last,
+                   const std::vector<bool>& record, bool training) {
+  for (size_t i = begin; i < end; ++i) {
+    if (!run[i]) continue;
+    const Node& n = g_.nodes()[i];
+    if (n.kind == OpKind::Grad) backward(i);
+    else forward(i, record[i], training);
+    for (int v : n.inputs)
+      if (last[size_t(v)] == int(i) && g_.nodes()[size_t(g_.value(v).producer)].kind != OpKind::Param)
+        env_[size_t(v)] = Tensor();
+  }
+}
+
+void Executor::forward(size_t i, bool record, bool training) {
+  const Node& n = g_.nodes()[i];
+  std::vector<Tensor> in;
+  for (int v : n.inputs) in.push_back(env_[size_t(v)]);
+  Tensor out;
+  switch (n.kind) {
+    case OpKind::Input: case OpKind::Param: case OpKind::Buffer:
+      return;  // set by the caller
+    case OpKind::OnesLike:
+      out = ops::full(in[0].shape(), 1.0, in[0].dtype());
+      break;
+    case OpKind::GradSum:
+      out = in[0];
+      for (size_t k = 1; k < in.size(); ++k) out = ops::add(out, in[k]);
+      break;
+    default:
+      if (!record) {
+        autograd::NoGradGuard no_grad;
+        out = run_forward_node(n, in, training);
+        break;
+      }
+      // Inputs become fresh leaves, so the tape recorded here reaches exactly this node's inputs.
+      Saved& s = saved_[i];
+      s.leaves.clear();
+      for (Tensor& t : in) {
+        bool grad = t.defined() && is_floating(t.dtype());
+        if (grad) {
+          t = t.detach();
+          t.set_requires_grad(true);
+        }
+        s.leaves.push_back(grad ? t : Tensor());
+      }
+      s.out = run_forward_node(n, in, training);
+      out = s.out.detach();
+      // What the rule does not read is not kept: drop this tape's references to that data.
+      const std::vector<int64_t>& reads = reads_[i];
+      for (size_t k = 0; k < s.leaves.size() && k < reads.size(); ++k)
+        if (!reads[k] && s.leaves[k].defined()) s.leaves[k].impl()->storage.reset();
+      if (!reads.empty() && !reads.back()) s.out.impl()->storage.reset();
+  }
+  env_[size_t(n.outputs[0])] = out;
+}
+
+void Executor::backward(size_t i) {
+  const Node& n = g_.nodes()[i];
+  Saved& s = saved_[size_t(n.ref)];
+  NX_ASSERT(s.out.defined(), "grad node ", i, " runs before its forward node ", n.ref, " recorded");
+  const Tensor& g = env_[size_t(n.inputs[0])];
+  if (s.out.requires_grad()) autograd::backward(s.out, g);
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    if (n.outputs[k] < 0) continue;
+    const Tensor& leaf = s.leaves[k];
+    Tensor grad = leaf.defined() ? leaf.grad() : Tensor();
+    if (!grad.defined()) grad = Tensor::zeros(leaf.defined() ? leaf.shape() : Shape{}, leaf.defined() ? leaf.dtype() : g.dtype());
+    env_[size_t(n.outputs[k])] = grad;
+  }
+  s = Saved{};  // the saved activations die with the tape
+}
+
+}  // namespace nexus::engine

@@ -1,0 +1,46 @@
+// Runs graph nodes on tensors. Forward nodes call the op front ends; a Grad node replays the
+// local tape its forward node recorded (so every rule comes from ops/derivatives.cpp).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace nexus::engine {
+
+// One forward node on concrete inputs (in the order of node.inputs).
+Tensor run_forward_node(const graph::Node& node, const std::vector<Tensor>& inputs, bool training);
+
+// Fills every value's shape by running the forward nodes on a dummy batch of 2 (the batch dim is
+// recorded as kBatch). A failing node raises its error prefixed with the layer's name.
+void infer_shapes(graph::Graph& g);
+
+// The state of one pass over a graph: values by id, and the local tapes of forward nodes that
+// a later Grad node will replay.
+class Executor {
+ public:
+  explicit Executor(const graph::Graph& g);
+
+  void set(int value, Tensor t) { env_[size_t(value)] = std::move(t); }
+  const Tensor& get(int value) const { return env_[size_t(value)]; }
+
+  // Runs nodes [begin, end) where run[i]; frees each value after last[value].
+  void run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last,
+           const std::vector<bool>& record, bool training);
+
+ private:
+  void forward(size_t i, bool record, bool training);
+  void backward(size_t i);
+
+  struct Saved {
+    std::vector<Tensor> leaves;  // the node's inputs as fresh leaves (undefined where no grad)
+    Tensor out;                  // the node's output, carrying the local tape
+  };
+  const graph::Graph& g_;
+  std::vector<Tensor> env_;
+  std::vector<std::vector<int64_t>> reads_;  // per forward node: what its Grad node reads
+  std::vector<Saved> saved_ = std::vector<Saved>(g_.nodes().size());
+};
+
+}  // namespace nexus::engine

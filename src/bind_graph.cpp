@@ -1,0 +1,63 @@
+// Graph IR and CompiledModel bindings. python/nexus/graph.py (GraphBuilder) drives them.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "engine/compiled_model.h"
+#include "engine/executor.h"
+
+namespace py = pybind11;
+
+namespace nexus::python {
+
+using graph::Graph;
+using graph::OpKind;
+
+static graph::Attrs attrs(ops::UnaryOp u, ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats) {
+  return graph::Attrs{u, b, std::move(ints), std::move(floats)};
+}
+
+void bind_graph(py::module_& m) {
+  py::enum_<OpKind> kind(m, "OpKind");
+  for (int k = int(OpKind::Input); k <= int(OpKind::GradSum); ++k)
+    kind.value(graph::kind_name(OpKind(k)), OpKind(k));
+  m.attr("kBatch") = graph::kBatch;
+
+  py::class_<Graph>(m, "Graph")
+      .def(py::init<>())
+      .def("add_input", &Graph::add_input)
+      .def("add_param", &Graph::add_param)
+      .def("add_buffer", &Graph::add_buffer)
+      .def("add_node", [](Graph& g, OpKind k, std::vector<int> in, const std::string& name, ops::UnaryOp u,
+                          ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats) {
+        return g.add_node(k, std::move(in), attrs(u, b, std::move(ints), std::move(floats)), name, {});
+      }, py::arg("kind"), py::arg("inputs"), py::arg("name"), py::arg("unary") = ops::UnaryOp::Neg,
+         py::arg("binary") = ops::BinaryOp::Add, py::arg("ints") = std::vector<int64_t>{},
+         py::arg("floats") = std::vector<double>{})
+      .def("value_shape", [](const Graph& g, int v) { return g.value(v).shape; })
+      .def("value_dtype", [](const Graph& g, int v) { return g.value(v).dtype; })
+      .def("infer_shapes", &engine::infer_shapes)
+      .def("dump", &Graph::dump)
+      .def_readwrite("output", &Graph::output)
+      .def_readwrite("loss", &Graph::loss)
+      .def_readonly("params", &Graph::params)
+      .def_readonly("buffers", &Graph::buffers)
+      .def_property_readonly("num_nodes", [](const Graph& g) { return g.nodes().size(); });
+
+  auto nogil = py::call_guard<py::gil_scoped_release>();
+  py::class_<engine::CompiledModel>(m, "CompiledModel")
+      .def(py::init<Graph, std::vector<Tensor>, std::vector<Tensor>>())
+      .def("forward_backward", &engine::CompiledModel::forward_backward, nogil)
+      .def("predict", &engine::CompiledModel::predict, nogil)
+      .def("evaluate_loss", &engine::CompiledModel::evaluate_loss, nogil)
+      .def_property_readonly("params", &engine::CompiledModel::params)
+      .def_property_readonly("buffers", &engine::CompiledModel::buffers)
+      .def_property_readonly("grads", &engine::CompiledModel::grads)
+      .def("dump", [](const engine::CompiledModel& c) { return c.graph().dump(); })
+      .def("memory_plan", [](const engine::CompiledModel& c, int64_t batch) {
+        graph::MemoryPlan p = c.memory_plan(batch);
+        return py::dict(py::arg("batch") = p.batch, py::arg("peak_bytes") = p.peak_bytes,
+                        py::arg("total_bytes") = p.total_bytes, py::arg("grad_bytes") = p.grad_bytes);
+      });
+}
+
+}  // namespace nexus::python
