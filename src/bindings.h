@@ -13,5 +13,6 @@ void bind_buffer(pybind11::module_& m, pybind11::class_<Tensor>& tensor);
 void bind_ops(pybind11::module_& m);
 void bind_info(pybind11::module_& m);
 void bind_graph(pybind11::module_& m);
+void bind_data(pybind11::module_& m);
 
 }  // namespace nexus::python

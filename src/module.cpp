@@ -8,4 +8,5 @@ PYBIND11_MODULE(_C, m) {
   nexus::python::bind_ops(m);
   nexus::python::bind_info(m);
   nexus::python::bind_graph(m);
+  nexus::python::bind_data(m);
 }

@@ -5,6 +5,7 @@
 """
 
 from . import _C
+from . import data  # noqa: F401  (nx.data: readers and the DataLoader)
 from . import tensor as _tensor  # noqa: F401  (attaches Python methods to Tensor)
 from ._C import NexusError, Tensor
 from ._C import get_num_threads, set_num_threads

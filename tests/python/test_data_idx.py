@@ -1,0 +1,51 @@
+"""nx.data.read_idx: MNIST-style IDX files, raw and gzip, every type code."""
+
+import gzip
+import struct
+
+import numpy as np
+import pytest
+
+import nexus as nx
+
+CODES = {np.uint8: 0x08, np.int8: 0x09, np.int16: 0x0B, np.int32: 0x0C, np.float32: 0x0D,
+         np.float64: 0x0E}
+
+
+def idx_bytes(a):
+    a = np.asarray(a)
+    head = bytes([0, 0, CODES[a.dtype.type], a.ndim]) + struct.pack(f">{a.ndim}I", *a.shape)
+    return head + a.astype(a.dtype.newbyteorder(">")).tobytes()
+
+
+@pytest.mark.parametrize("dtype", list(CODES))
+def test_every_type_round_trips(tmp_path, dtype):
+    a = (np.arange(60).reshape(3, 4, 5) - 20).astype(dtype)
+    if dtype == np.uint8:
+        a = np.arange(60, dtype=np.uint8).reshape(3, 4, 5)
+    p = tmp_path / "a.idx"
+    p.write_bytes(idx_bytes(a))
+    out = nx.data.read_idx(p)
+    assert out.dtype == a.dtype and out.shape == a.shape
+    np.testing.assert_array_equal(out, a)
+
+
+def test_gzip_file_and_bytes(tmp_path):
+    a = np.random.default_rng(0).integers(0, 255, (10, 28, 28), dtype=np.uint8)
+    p = tmp_path / "train-images-idx3-ubyte.gz"
+    p.write_bytes(gzip.compress(idx_bytes(a)))
+    np.testing.assert_array_equal(nx.data.read_idx(p), a)
+    np.testing.assert_array_equal(nx.data.read_idx(gzip.compress(idx_bytes(a))), a)
+    np.testing.assert_array_equal(nx.data.read_idx(idx_bytes(a)), a)
+
+
+@pytest.mark.parametrize("data,what", [
+    (b"\x01\x00\x08\x01", "not an IDX file"),
+    (b"\x00\x00\x07\x01\x00\x00\x00\x01\x00", "unknown type code"),
+    (b"\x00\x00\x08\x02\x00\x00\x00\x01", "ends inside the header"),
+    (b"\x00\x00\x08\x01\x00\x00\x00\x03\x01\x02", "3 values of uint8"),
+    (b"\x00\x00\x08\x03\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", "overflow"),
+])
+def test_malformed_files_raise(data, what):
+    with pytest.raises(ValueError, match=what):
+        nx.data.read_idx(data)
