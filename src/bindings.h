@@ -12,5 +12,6 @@ pybind11::class_<Tensor> bind_tensor(pybind11::module_& m);
 void bind_buffer(pybind11::module_& m, pybind11::class_<Tensor>& tensor);
 void bind_ops(pybind11::module_& m);
 void bind_info(pybind11::module_& m);
+void bind_optim(pybind11::module_& m);
 
 }  // namespace nexus::python

@@ -7,4 +7,5 @@ PYBIND11_MODULE(_C, m) {
   nexus::python::bind_buffer(m, tensor);
   nexus::python::bind_ops(m);
   nexus::python::bind_info(m);
+  nexus::python::bind_optim(m);
 }

@@ -5,6 +5,7 @@
 """
 
 from . import _C
+from . import optim
 from . import tensor as _tensor  # noqa: F401  (attaches Python methods to Tensor)
 from ._C import NexusError, Tensor
 from ._C import get_num_threads, set_num_threads
@@ -19,6 +20,6 @@ __version__ = _C.build_info()["version"]
 
 __all__ = [
     "Tensor", "NexusError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64",
-    "bool", "info", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
+    "bool", "info", "optim", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
     *_functional_all,
 ]
