@@ -9,4 +9,5 @@ PYBIND11_MODULE(_C, m) {
   nexus::python::bind_info(m);
   nexus::python::bind_graph(m);
   nexus::python::bind_data(m);
+  nexus::python::bind_optim(m);
 }

@@ -20,6 +20,6 @@ __version__ = _C.build_info()["version"]
 
 __all__ = [
     "Tensor", "NexusError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64",
-    "bool", "info", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
+    "bool", "info", "optim", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
     *_functional_all,
 ]
