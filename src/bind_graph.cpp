@@ -47,6 +47,7 @@ void bind_graph(py::module_& m) {
   py::class_<engine::CompiledModel>(m, "CompiledModel")
       .def(py::init<Graph, std::vector<Tensor>, std::vector<Tensor>>())
       .def("forward_backward", &engine::CompiledModel::forward_backward, nogil)
+      .def("train_step", &engine::CompiledModel::train_step, nogil)
       .def("predict", &engine::CompiledModel::predict, nogil)
       .def("evaluate_loss", &engine::CompiledModel::evaluate_loss, nogil)
       .def_property_readonly("params", &engine::CompiledModel::params)

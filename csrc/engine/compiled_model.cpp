@@ -63,6 +63,13 @@ double CompiledModel::forward_backward(const Tensor& x, const Tensor& y) {
   return *loss.data<double>();
 }
 
+double CompiledModel::train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt,
+                                 double lr, ops::optim::State& state) {
+  double loss = forward_backward(x, y);
+  ops::optim::step(opt, lr, params_, grads_, state);
+  return loss;
+}
+
 Tensor CompiledModel::predict(const Tensor& x) {
   Executor ex(g_);
   bind_state(ex);

@@ -8,6 +8,7 @@
 #include "graph/ir.h"
 #include "engine/executor.h"
 #include "graph/passes/passes.h"
+#include "ops/optim.h"
 
 namespace nexus::engine {
 
@@ -18,6 +19,10 @@ class CompiledModel {
 
   // Forward and backward on one batch; returns the loss and leaves the gradients in grads().
   double forward_backward(const Tensor& x, const Tensor& y);
+  // One training step: forward_backward, then the fused optimizer update of every parameter.
+  // The optimizer's state (step count, moments) belongs to the optimizer object that owns it.
+  double train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt, double lr,
+                    ops::optim::State& state);
   Tensor predict(const Tensor& x);                       // inference mode (no dropout, running stats)
   double evaluate_loss(const Tensor& x, const Tensor& y);  // inference mode
 

@@ -1,7 +1,9 @@
 """Nexus: a compiled ML framework with a C++ tensor runtime and autograd.
 
     import nexus as nx
-    x = nx.randn(3, 4, requires_grad=False)
+    g = nx.GraphBuilder(seed=0)
+    g.input("features", nx.Shape(32, 64)).dense(256, "relu").dense(10, "softmax")
+    model = g.compile(loss="cross_entropy", optimizer=nx.optim.Adam(lr=1e-3))
 """
 
 from . import _C
@@ -15,11 +17,16 @@ from ._info import info
 from .autograd import is_grad_enabled, no_grad
 from .functional import *  # noqa: F403
 from .functional import __all__ as _functional_all
+from . import optim  # noqa: E402  (nx.optim: SGD, Adam, AdamW, schedules)
+from .graph import Activation, GraphBuilder, Shape
+from .model import History, Model
+from .checkpoint import load
 
 __version__ = _C.build_info()["version"]
 
 __all__ = [
     "Tensor", "NexusError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64",
-    "bool", "info", "optim", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
+    "bool", "info", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
+    "optim", "data", "GraphBuilder", "Shape", "Activation", "Model", "History", "load",
     *_functional_all,
 ]

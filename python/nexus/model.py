@@ -69,9 +69,66 @@ class Model:
         self.param_names = [n for n, _ in builder._params]
         self.buffer_names = [n for n, _ in builder._buffers]
         self.num_classes = builder.shape_of(out)[1]
-        self.step = 0
-        self.history: dict[str, list] = {}
+        if optimizer is None:
+            from .optim import SGD  # noqa: PLC0415
+
+            optimizer = SGD(lr=0.01)
+        if getattr(optimizer, "params", None) is not None:
+            raise ValueError("compile: pass an optimizer without parameters (nx.optim.Adam(lr=...)); "
+                             "the compiled model supplies its own")
+        self.optimizer = optimizer
+        self._opt_config = optimizer._native_config()
+        self.history = History()
         return self
+
+    # ---- training ------------------------------------------------------------------------------
+    def train_step(self, x, y) -> float:
+        """One optimizer step on a batch: forward, backward and update in one native call."""
+        state = self.optimizer._native_state()
+        lr = self.optimizer.lr_at(state.step)
+        return self._native.train_step(_as_features(x, self._dtype), _as_labels(y), self._opt_config, lr, state)
+
+    def fit(self, x, y, epochs: int = 1, batch_size: int = 32, validation_data=None, shuffle: bool = True,
+            seed: int | None = None, progress: bool | None = None, log_file=None) -> "History":
+        """Trains for ``epochs`` over ``(x, y)`` in batches (the last partial batch too).
+
+        A progress bar (steps, loss, samples/s) shows on an interactive terminal unless
+        ``progress=False``; ``log_file`` appends one JSON line of metrics per epoch. Returns the
+        History (also ``model.history``); same seed, data and threads give the same weights.
+        """
+        x = np.ascontiguousarray(x.numpy() if isinstance(x, _C.Tensor) else x, dtype=self._dtype)
+        y = np.ascontiguousarray(y.numpy() if isinstance(y, _C.Tensor) else y)
+        if len(x) != len(y):
+            raise ValueError(f"fit: {len(x)} samples but {len(y)} labels")
+        if len(x) == 0 or batch_size < 1 or epochs < 0:
+            raise ValueError(f"fit: need samples, batch_size >= 1 and epochs >= 0 (got {len(x)}, {batch_size}, {epochs})")
+        rng = np.random.default_rng(self.builder.seed if seed is None else seed)
+        show = sys.stderr.isatty() if progress is None else bool(progress)
+        steps = -(-len(x) // batch_size)
+        for epoch in range(1, epochs + 1):
+            order = rng.permutation(len(x)) if shuffle else np.arange(len(x))
+            start, total = time.perf_counter(), 0.0
+            bar = _progress(len(x), f"epoch {epoch}/{epochs}", show)
+            for i in range(steps):
+                idx = order[i * batch_size:(i + 1) * batch_size]
+                loss = self.train_step(x[idx], y[idx])
+                total += loss * len(idx)
+                if bar is not None:
+                    bar.set_postfix(step=f"{i + 1}/{steps}", loss=f"{loss:.4f}", refresh=False)
+                    bar.update(len(idx))
+            seconds = time.perf_counter() - start
+            if bar is not None:
+                bar.close()
+            record = {"epoch": epoch, "loss": total / len(x), "samples_per_second": len(x) / seconds,
+                      "seconds": seconds}
+            if validation_data is not None:
+                val = self.evaluate(*validation_data, batch_size=max(batch_size, 256))
+                record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
+            self.history.append(record)
+            if log_file is not None:
+                with open(log_file, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+        return self.history
 
     # ---- inference -----------------------------------------------------------------------------
     def predict(self, x, batch_size: int = 256) -> np.ndarray:
@@ -96,6 +153,14 @@ class Model:
             correct += int((self._native.predict(_as_features(xb, self._dtype)).numpy().argmax(1) == yb).sum())
         return {"loss": total / len(x), "accuracy": correct / len(x)}
 
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Writes parameters, buffers, optimizer state and the graph description to one
+        safetensors file (atomically: a crash never leaves a half-written file)."""
+        from .checkpoint import save  # noqa: PLC0415
+
+        save(self, path)
+
     # ---- inspection ----------------------------------------------------------------------------
     def summary(self, file=None) -> str:
         """Layers, output shapes and parameter counts (printed, and returned as text)."""
@@ -118,6 +183,11 @@ class Model:
         return dict(self._native.memory_plan(int(batch_size)))
 
     @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps taken so far (what learning-rate schedules are evaluated at)."""
+        return int(self.optimizer._native_state().step)
+
+    @property
     def params(self) -> dict:
         return dict(zip(self.param_names, self._native.params))
 
@@ -134,4 +204,34 @@ class Model:
         return f"<nexus Model: {len(self.builder._layers)} layers, {n:,} parameters, loss={self.loss_name}>"
 
 
-_ = (json, time)
+class History:
+    """Per-epoch metrics: ``history.history`` maps a metric to its list (Keras' layout) and
+    ``history.epochs`` holds one dict per epoch."""
+
+    def __init__(self):
+        self.epochs: list[dict] = []
+
+    def append(self, record: dict) -> None:
+        self.epochs.append(record)
+
+    @property
+    def history(self) -> dict[str, list]:
+        keys = dict.fromkeys(k for r in self.epochs for k in r)
+        return {k: [r.get(k) for r in self.epochs] for k in keys}
+
+    def __getitem__(self, key: str) -> list:
+        return self.history[key]
+
+    def __len__(self) -> int:
+        return len(self.epochs)
+
+    def __repr__(self) -> str:
+        return f"History({len(self.epochs)} epochs)"
+
+
+def _progress(total: int, desc: str, show: bool):
+    if not show:
+        return None
+    from tqdm import tqdm  # noqa: PLC0415
+
+    return tqdm(total=total, desc=desc, unit="sample", unit_scale=True, leave=True)

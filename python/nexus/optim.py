@@ -31,7 +31,7 @@ from .tensor import Tensor
 
 __all__ = [
     "Optimizer", "SGD", "Adam", "AdamW", "Schedule", "StepLR", "CosineDecay", "CosineAnnealing",
-    "LinearWarmup", "global_grad_norm", "clip_grad_norm_",
+    "LinearWarmup", "global_grad_norm", "clip_grad_norm_", "from_config",
 ]
 
 _Kind = _C.optim.Config.Kind
@@ -285,6 +285,15 @@ class Optimizer:
         state.v = bufs[self._buffer_names[1]] if len(self._buffer_names) > 1 else [None] * n
         self._state = state
 
+    def get_config(self) -> dict:
+        """Constructor arguments as JSON-able data (checkpoints store it; ``from_config`` rebuilds)."""
+        c = self._config
+        kwargs = {k: getattr(c, k) for k in self._config_fields}
+        if "beta1" in kwargs:
+            kwargs["betas"] = [kwargs.pop("beta1"), kwargs.pop("beta2")]
+        kwargs["clip_norm"] = c.clip_norm or None
+        return {"class": type(self).__name__, "lr": _schedule_to_data(self.lr), "kwargs": kwargs}
+
     def __repr__(self) -> str:
         c = self._config
         fields = [f"lr={self.lr!r}"] + [f"{k}={getattr(c, k)!r}" for k in self._repr_fields]
@@ -310,6 +319,7 @@ class SGD(Optimizer):
     _kind = _Kind.SGD
     _buffer_names = ("momentum_buffer",)
     _repr_fields = ("momentum", "dampening", "nesterov", "weight_decay")
+    _config_fields = _repr_fields
 
     def __init__(self, params=None, lr=1e-3, *, momentum: float = 0.0, dampening: float = 0.0,
                  nesterov: bool = False, weight_decay: float = 0.0, clip_norm: float | None = None):
@@ -328,6 +338,7 @@ class Adam(Optimizer):
     _kind = _Kind.Adam
     _buffer_names = ("exp_avg", "exp_avg_sq")
     _repr_fields = ("beta1", "beta2", "eps", "weight_decay")
+    _config_fields = _repr_fields
 
     def __init__(self, params=None, lr=1e-3, *, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, clip_norm: float | None = None):
@@ -354,6 +365,39 @@ def _betas(betas) -> tuple[float, float]:
         return float(beta1), float(beta2)
     except (TypeError, ValueError):
         raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}") from None
+
+
+def _schedule_to_data(lr):
+    if not callable(lr):
+        return float(lr)
+    if not isinstance(lr, Schedule) or type(lr).__name__ not in _SCHEDULES:
+        raise ValueError(f"cannot store the learning rate {lr!r} in a checkpoint: use a number or one "
+                         f"of nx.optim's schedules ({', '.join(_SCHEDULES)})")
+    return {"schedule": type(lr).__name__,
+            **{k: _schedule_to_data(v) if k == "schedule" else v for k, v in lr._fields().items()}}
+
+
+def _schedule_from_data(data):
+    if not isinstance(data, dict):
+        return float(data)
+    fields = dict(data)
+    name = fields.pop("schedule")
+    if name not in _SCHEDULES:
+        raise ValueError(f"unknown schedule {name!r}; valid: {', '.join(_SCHEDULES)}")
+    if "schedule" in fields:
+        fields["schedule"] = _schedule_from_data(fields["schedule"])
+    return _SCHEDULES[name](**fields)
+
+
+_SCHEDULES = {"StepLR": StepLR, "CosineDecay": CosineDecay, "LinearWarmup": LinearWarmup}
+
+
+def from_config(config: dict) -> Optimizer:
+    """The optimizer ``get_config()`` described (without parameters: for a compiled model)."""
+    classes = {"SGD": SGD, "Adam": Adam, "AdamW": AdamW}
+    if config.get("class") not in classes:
+        raise ValueError(f"unknown optimizer {config.get('class')!r}; valid: {', '.join(classes)}")
+    return classes[config["class"]](lr=_schedule_from_data(config["lr"]), **config["kwargs"])
 
 
 # ---- gradient norm -------------------------------------------------------------------------------

@@ -1,0 +1,92 @@
+"""Checkpoints: one safetensors file holding the parameters, buffers and optimizer state, with the
+graph description (JSON) in its metadata. No pickle: loading a checkpoint never runs code. Writes
+go to a temporary file in the same folder, then rename, so a crash never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+FORMAT = "nexus.checkpoint/1"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` through a temporary file and a rename (atomic on POSIX)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save(model, path) -> None:
+    from safetensors.numpy import save as st_save  # noqa: PLC0415
+
+    tensors = {f"param/{n}": np.ascontiguousarray(t.numpy()) for n, t in model.params.items()}
+    tensors.update({f"buffer/{n}": np.ascontiguousarray(t.numpy())
+                    for n, t in zip(model.buffer_names, model._native.buffers)})
+    state = model.optimizer.state_dict()
+    tensors.update({f"optim/{k}": np.ascontiguousarray(v) for k, v in state["state"].items()})
+    tensors["optim_param_steps"] = np.ascontiguousarray(state["param_steps"], dtype=np.int64)
+    opt_meta = {"config": model.optimizer.get_config(), "step": state["step"]}
+    meta = {"format": FORMAT, "graph": json.dumps(model.builder.spec()), "loss": model.loss_name,
+            "optimizer": json.dumps(opt_meta)}
+    write_atomic(Path(path), st_save(tensors, metadata=meta))
+
+
+def load(path):
+    """A Model restored from ``path`` (written by ``model.save``)."""
+    from safetensors import SafetensorError  # noqa: PLC0415
+    from safetensors.numpy import load as st_load  # noqa: PLC0415
+
+    from .graph import GraphBuilder  # noqa: PLC0415
+    from .optim import from_config  # noqa: PLC0415
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    raw = path.read_bytes()
+    try:
+        tensors = st_load(raw)
+        meta = _metadata(raw)
+    except (SafetensorError, ValueError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a valid Nexus checkpoint (corrupt or truncated file: {e})") from None
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a Nexus checkpoint (format {meta.get('format')!r}, expected {FORMAT!r})")
+    opt_meta = json.loads(meta["optimizer"])
+    builder = GraphBuilder.from_spec(json.loads(meta["graph"]))
+    model = builder.compile(loss=meta["loss"], optimizer=from_config(opt_meta["config"]))
+    for kind, names, targets in (("param", model.param_names, model._native.params),
+                                 ("buffer", model.buffer_names, model._native.buffers)):
+        for name, target in zip(names, targets):
+            key = f"{kind}/{name}"
+            if key not in tensors or tensors[key].shape != tuple(target.shape):
+                raise ValueError(f"{path}: {key} is missing or has the wrong shape; the file does not "
+                                 "match its own graph description")
+            target.numpy()[...] = tensors[key]
+    model.optimizer.load_state_dict({
+        "type": opt_meta["config"]["class"], "step": opt_meta["step"],
+        "param_steps": tensors.get("optim_param_steps", np.zeros(0, np.int64)),
+        "state": {k[len("optim/"):]: v for k, v in tensors.items() if k.startswith("optim/")}})
+    return model
+
+
+def _metadata(raw: bytes) -> dict:
+    """The safetensors header's __metadata__ (the header is 8 bytes of length, then JSON)."""
+    if len(raw) < 8:
+        raise ValueError("file shorter than a safetensors header")
+    n = int.from_bytes(raw[:8], "little")
+    if n > len(raw) - 8:
+        raise ValueError("header length past the end of the file")
+    return json.loads(raw[8:8 + n]).get("__metadata__") or {}
