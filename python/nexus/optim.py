@@ -113,7 +113,8 @@ class CosineDecay(Schedule):
 
     def __call__(self, step: int) -> float:
         t = min(int(step), self.total_steps)
-        return self.min_lr + (self.lr - self.min_lr) * (1 + math.cos(math.pi * t / self.total_steps)) / 2
+        cosine = (1 + math.cos(math.pi * t / self.total_steps)) / 2
+        return self.min_lr + (self.lr - self.min_lr) * cosine
 
     def _fields(self) -> dict:
         return {"lr": self.lr, "total_steps": self.total_steps, "min_lr": self.min_lr}
@@ -191,6 +192,9 @@ class Optimizer:
         _C.optim.validate(self._config, _lr_of(self.lr, 0))
         self.params = _param_list(params)
         self._state = _C.optim.State()
+        if self.params is not None:  # sized now, so that state_dict() before a step says so
+            n = len(self.params)
+            self._state.param_steps, self._state.m, self._state.v = [0] * n, [None] * n, [None] * n
 
     # -- the contract with the compiled model --
 
@@ -258,7 +262,8 @@ class Optimizer:
         """Restores what ``state_dict()`` returned (copies the arrays)."""
         kind = state_dict.get("type")
         if kind != type(self).__name__:
-            raise ValueError(f"load_state_dict: the state is for {kind!r}, not {type(self).__name__!r}")
+            raise ValueError(f"load_state_dict: the state is for {kind!r}, "
+                             f"not {type(self).__name__!r}")
         param_steps = [int(k) for k in np.asarray(state_dict["param_steps"]).reshape(-1)]
         n = len(param_steps)
         if self.params is not None and n != len(self.params):
