@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from . import _C
+from .data import DataLoader
 from .functional import tensor as _tensor
 from .graph import GraphBuilder
 
@@ -102,20 +103,19 @@ class Model:
             raise ValueError(f"fit: {len(x)} samples but {len(y)} labels")
         if len(x) == 0 or batch_size < 1 or epochs < 0:
             raise ValueError(f"fit: need samples, batch_size >= 1 and epochs >= 0 (got {len(x)}, {batch_size}, {epochs})")
-        rng = np.random.default_rng(self.builder.seed if seed is None else seed)
+        loader = DataLoader((x, y), batch_size=batch_size, shuffle=shuffle, prefetch=2,
+                            seed=self.builder.seed if seed is None else int(seed))
         show = sys.stderr.isatty() if progress is None else bool(progress)
         steps = -(-len(x) // batch_size)
         for epoch in range(1, epochs + 1):
-            order = rng.permutation(len(x)) if shuffle else np.arange(len(x))
             start, total = time.perf_counter(), 0.0
             bar = _progress(len(x), f"epoch {epoch}/{epochs}", show)
-            for i in range(steps):
-                idx = order[i * batch_size:(i + 1) * batch_size]
-                loss = self.train_step(x[idx], y[idx])
-                total += loss * len(idx)
+            for i, (xb, yb) in enumerate(loader):  # batches gathered by a native thread
+                loss = self.train_step(xb, yb)
+                total += loss * len(yb)
                 if bar is not None:
                     bar.set_postfix(step=f"{i + 1}/{steps}", loss=f"{loss:.4f}", refresh=False)
-                    bar.update(len(idx))
+                    bar.update(len(yb))
             seconds = time.perf_counter() - start
             if bar is not None:
                 bar.close()

@@ -167,3 +167,34 @@ def test_summary_lists_layers_shapes_and_parameter_counts(capsys):
     assert "dense_1" in text and "(None, 8)" in text and "56" in text  # 6*8 + 8
     assert "total parameters: 92" in text  # 56 + 8*4 + 4
     assert capsys.readouterr().out.strip() == text.strip()
+
+
+def write_idx(path, arr):
+    header = bytes([0, 0, 0x08, arr.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in arr.shape)
+    path.write_bytes(header + arr.astype(np.uint8).tobytes())
+
+
+def test_mnist_loads_from_a_folder_of_idx_files(tmp_path):
+    rng = np.random.default_rng(0)
+    images, labels = rng.integers(0, 256, (5, 28, 28)), rng.integers(0, 10, 5)
+    for prefix in ("train", "t10k"):
+        write_idx(tmp_path / f"{prefix}-images-idx3-ubyte", images)
+        write_idx(tmp_path / f"{prefix}-labels-idx1-ubyte", labels)
+    x_train, y_train, x_test, y_test = nx.data.load("mnist", path=tmp_path)
+    assert x_train.shape == (5, 784) and x_train.dtype == np.float32
+    np.testing.assert_allclose(x_train, images.reshape(5, -1) / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(y_test, labels)
+
+
+def test_missing_mnist_files_say_where_to_put_them(tmp_path):
+    with pytest.raises(FileNotFoundError, match="put the four standard IDX files"):
+        nx.data.load("mnist", path=tmp_path)
+    with pytest.raises(ValueError, match="unknown dataset"):
+        nx.data.load("cifar")
+
+
+def test_progress_bar_shows_samples_and_loss_when_asked(capsys):
+    x = np.random.default_rng(5).standard_normal((20, 6))
+    mlp().fit(x, np.arange(20) % 4, epochs=1, batch_size=8, progress=True)
+    err = capsys.readouterr().err
+    assert "epoch 1/1" in err and "loss=" in err and "sample/s" in err
