@@ -111,9 +111,7 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
         else:
             np_target = None if target is None else np.dtype(target.name)
             out = _C.from_numpy(np.array(arr, dtype=np_target, order="C", copy=True))
-    if requires_grad:
-        out.requires_grad = True
-    return out
+    return _leaf(out, requires_grad)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -130,17 +128,23 @@ def from_dlpack(obj) -> Tensor:
     return _C.from_dlpack_capsule(obj)
 
 
-def zeros(*shape, dtype=None) -> Tensor:
-    return _C.full(_shape(shape), 0.0, _dt(dtype))
+def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad = True
+    return t
 
 
-def ones(*shape, dtype=None) -> Tensor:
-    return _C.full(_shape(shape), 1.0, _dt(dtype))
+def zeros(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _leaf(_C.full(_shape(shape), 0.0, _dt(dtype)), requires_grad)
 
 
-def full(shape, fill_value, dtype=None) -> Tensor:
+def ones(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
+    return _leaf(_C.full(_shape(shape), 1.0, _dt(dtype)), requires_grad)
+
+
+def full(shape, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
     dt = as_dtype(dtype) if dtype is not None else _infer_dtype(fill_value)
-    return _C.full(_shape((shape,)), float(fill_value), dt._code)
+    return _leaf(_C.full(_shape((shape,)), float(fill_value), dt._code), requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None) -> Tensor:
@@ -151,14 +155,14 @@ def arange(start, stop=None, step=1, dtype=None) -> Tensor:
     return _C.arange(float(start), float(stop), float(step), dt._code)
 
 
-def rand(*shape, dtype=None) -> Tensor:
+def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) from the generator seeded by ``manual_seed``."""
-    return _C.rand(_shape(shape), _dt(dtype))
+    return _leaf(_C.rand(_shape(shape), _dt(dtype)), requires_grad)
 
 
-def randn(*shape, dtype=None) -> Tensor:
+def randn(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples from the generator seeded by ``manual_seed``."""
-    return _C.randn(_shape(shape), _dt(dtype))
+    return _leaf(_C.randn(_shape(shape), _dt(dtype)), requires_grad)
 
 
 def manual_seed(seed: int) -> None:
