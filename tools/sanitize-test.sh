@@ -12,6 +12,9 @@ python3 -m venv "$venv"
   -Ccmake.define.NEXUS_SANITIZE=address,undefined -Ccmake.build-type=RelWithDebInfo \
   -Cbuild-dir=build/sanitize
 asan=$("${CXX:-c++}" -print-file-name=libasan.so)
+# libstdc++ too: when it is only dlopen'ed later (with the extension), ASan's __cxa_throw
+# interceptor finds no real function and the first C++ exception aborts the process silently.
+asan="$asan $("${CXX:-c++}" -print-file-name=libstdc++.so.6)"
 echo "sanitize-test: preloading $asan"
 # -p no:cacheprovider: the suite's .pytest_cache belongs to the normal run
 cd tests && LD_PRELOAD="$asan" ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 \
