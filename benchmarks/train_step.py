@@ -1,0 +1,370 @@
+"""One training step, Nexus's compiled model side by side with PyTorch eager.
+
+    python benchmarks/train_step.py [--threads 2] [--quick]
+
+Both frameworks get the same model, the same batches, the same optimizer settings and the same
+thread count. For every case the program first copies Nexus's initial parameters into the torch
+model, runs 3 steps on the same fixed batches in both and checks that the losses and the updated
+parameters agree; a case that disagrees stops the program (exit status 1) before anything is
+timed. Then it warms up and takes torch and Nexus samples alternately (so load on the machine
+hits both alike) and prints the medians. speed-up = torch ms / nexus ms, so > 1 means Nexus is
+faster. Peak RSS is measured in a fresh child process per framework and case
+(`--rss-child CASE FRAMEWORK`), so one framework's memory never shows in the other's number.
+
+The torch model is the equivalent nn.Sequential ending in logits, trained with
+F.cross_entropy: Nexus fuses its softmax head with the cross-entropy loss the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import bench_interleaved, check, env_report, fmt_ms, table, threads  # noqa: E402
+
+BAR_THREADS = 2
+CHECK_STEPS = 3
+POOL = 8            # distinct fixed batches the timed steps cycle through
+RSS_STEPS = 5       # steps a --rss-child runs before reading its peak RSS
+CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-5  # parameters after CHECK_STEPS steps, nexus vs torch
+REFEREE = 10        # see check_param
+
+MLP_SMALL = (("dense", 256, "relu"), ("dense", 10, "softmax"))
+MLP_LARGE = (("dense", 1024, "relu"), ("dense", 1024, "relu"), ("dense", 10, "softmax"))
+LENET = (("conv2d", 6, 5, 2, "relu"), ("max_pool2d", 2), ("conv2d", 16, 5, 0, "relu"),
+         ("max_pool2d", 2), ("flatten",), ("dense", 120, "relu"), ("dense", 84, "relu"),
+         ("dense", 10, "softmax"))
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    optimizer: str        # "sgd" (lr 0.01, momentum 0.9) or "adam" (lr 1e-3)
+    batch: int
+    features: tuple       # one sample's shape
+    layers: tuple
+    bar: float            # the issue's minimum torch/nexus ratio
+
+    @property
+    def optimizer_label(self):
+        return "SGD lr=0.01 momentum=0.9" if self.optimizer == "sgd" else "Adam lr=1e-3"
+
+
+CASES = {
+    "mlp-sgd": Case("MLP 784-256-10", "sgd", 128, (784,), MLP_SMALL, 1.5),
+    "mlp-adam": Case("MLP 784-256-10", "adam", 128, (784,), MLP_SMALL, 1.0),
+    "mlp-large-adam": Case("MLP 784-1024-1024-10", "adam", 256, (784,), MLP_LARGE, 1.0),
+    "lenet-adam": Case("LeNet CNN (1x28x28)", "adam", 64, (1, 28, 28), LENET, 1.0),
+}
+QUICK_CASES = ("mlp-sgd", "lenet-adam")
+
+
+def batches(case):
+    """POOL fixed batches (x float32, y int64), the same in every process (default_rng(0))."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((POOL, case.batch, *case.features), dtype=np.float32)
+    y = rng.integers(0, 10, size=(POOL, case.batch), dtype=np.int64)
+    return x, y
+
+
+def layer_names(case):
+    """(nexus layer name, kind, config) per layer: GraphBuilder's automatic kind_N names."""
+    counts, out = {}, []
+    for kind, *cfg in case.layers:
+        counts[kind] = counts.get(kind, 0) + 1
+        out.append((f"{kind}_{counts[kind]}", kind, cfg))
+    return out
+
+
+def build_nexus(case):
+    import nexus as nx
+
+    g = nx.GraphBuilder(seed=0)
+    name = "image" if len(case.features) == 3 else "features"
+    g.input(name, nx.Shape(case.batch, *case.features))
+    for _, kind, cfg in layer_names(case):
+        if kind == "dense":
+            g.dense(cfg[0], cfg[1])
+        elif kind == "conv2d":
+            g.conv2d(cfg[0], cfg[1], padding=cfg[2] or "valid", activation=cfg[3])
+        elif kind == "max_pool2d":
+            g.max_pool2d(cfg[0])
+        else:
+            g.flatten()
+    opt = (nx.optim.SGD(lr=0.01, momentum=0.9) if case.optimizer == "sgd"
+           else nx.optim.Adam(lr=1e-3))
+    return g.compile(loss="cross_entropy", optimizer=opt)
+
+
+def build_torch(case, dtype=None):
+    """(nn.Sequential ending in logits, optimizer, [(nexus layer name, kind, module)])."""
+    import torch
+    from torch import nn
+
+    mods, with_params, shape = [], [], case.features
+    for name, kind, cfg in layer_names(case):
+        if kind == "dense":
+            m, shape = nn.Linear(shape[0], cfg[0]), (cfg[0],)
+        elif kind == "conv2d":
+            (c, h, w), (k, ks, pad) = shape, cfg[:3]
+            m = nn.Conv2d(c, k, ks, padding=pad)
+            shape = (k, h + 2 * pad - ks + 1, w + 2 * pad - ks + 1)
+        elif kind == "max_pool2d":
+            m, shape = nn.MaxPool2d(cfg[0]), (shape[0], shape[1] // cfg[0], shape[2] // cfg[0])
+        else:
+            m, shape = nn.Flatten(), (int(np.prod(shape)),)
+        mods.append(m)
+        if kind in ("dense", "conv2d"):
+            with_params.append((name, kind, m))
+            if cfg[-1] == "relu":
+                mods.append(nn.ReLU())
+            # "softmax" is left out: F.cross_entropy takes the logits
+    model = nn.Sequential(*mods).to(dtype or torch.float32)
+    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if case.optimizer == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=1e-3))
+    return model, opt, with_params
+
+
+def torch_step_fn(model, opt):
+    import torch.nn.functional as F
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()  # Nexus's train_step returns the loss as a float too
+    return step
+
+
+def cycling(step, xs, ys):
+    """step() on batch 0, 1, ..., POOL-1, 0, ...: a fresh batch per call, no data prep timed."""
+    state = {"i": 0}
+
+    def fn():
+        i = state["i"] = (state["i"] + 1) % len(xs)
+        return step(xs[i], ys[i])
+    return fn
+
+
+def torch_like_nexus(case, params, dtype=None):
+    """build_torch with Nexus's initial parameters copied in (Linear weight is (out, in))."""
+    import torch
+
+    model, opt, with_params = build_torch(case, dtype)
+    with torch.no_grad():
+        for name, kind, m in with_params:
+            w = params[f"{name}.weight"].numpy()
+            m.weight.copy_(torch.from_numpy(np.ascontiguousarray(w.T if kind == "dense" else w)))
+            m.bias.copy_(torch.from_numpy(np.array(params[f"{name}.bias"].numpy())))
+    return model, opt, with_params
+
+
+def torch_params(with_params):
+    """name -> numpy array in Nexus's layout (dense weight (in, out))."""
+    out = {}
+    for name, kind, m in with_params:
+        w = m.weight.detach().numpy()
+        out[f"{name}.weight"] = w.T if kind == "dense" else w
+        out[f"{name}.bias"] = m.bias.detach().numpy()
+    return out
+
+
+def check_param(name, ours, ref32, ref64):
+    """check() at rtol 1e-3, atol 1e-5 against torch float32, except for ill-conditioned elements.
+
+    Adam's first update is lr * g / (|g| + eps): for a gradient near eps (1e-8) it swings with
+    the last bits of g, so two correct float32 implementations can land 1e-5 apart (seen: 1 of
+    1M weights of the 1024-wide MLP). An element outside the tolerance is accepted when Nexus is
+    within REFEREE times torch's own float32 error of the float64 result; a real bug is far
+    outside that (torch's float32 error on well-conditioned elements is ~1e-7 relative).
+    Returns how many elements were accepted that way.
+    """
+    a, b, c = (np.asarray(v, dtype=np.float64) for v in (ours.numpy(), ref32, ref64))
+    bad = ~np.isclose(a, b, rtol=CHECK_RTOL, atol=CHECK_ATOL)
+    refereed = bad & (np.abs(a - c) <= REFEREE * np.abs(b - c) + CHECK_ATOL)
+    check(name, np.where(refereed, b, a), b, rtol=CHECK_RTOL, atol=CHECK_ATOL)  # the rest
+    return int(refereed.sum())
+
+
+def run_case(key, case, timing):
+    """Check the case, then time it; returns bench_interleaved's (torch, nexus) stats and the
+    number of ill-conditioned parameter elements the float64 referee accepted."""
+    import torch
+
+    xs, ys = batches(case)
+    txs, tys = torch.from_numpy(xs), torch.from_numpy(ys)
+    ours = build_nexus(case)
+    model, opt, with_params = torch_like_nexus(case, ours.params)
+    torch_step = torch_step_fn(model, opt)
+    model64, opt64, with_params64 = torch_like_nexus(case, ours.params, torch.float64)
+    step64 = torch_step_fn(model64, opt64)
+
+    nx_losses = [ours.train_step(xs[i], ys[i]) for i in range(CHECK_STEPS)]
+    torch_losses = [torch_step(txs[i], tys[i]) for i in range(CHECK_STEPS)]
+    for i in range(CHECK_STEPS):
+        step64(txs[i].double(), tys[i])
+    label = f"{key} ({case.model}, {case.optimizer_label})"
+    check(f"{label}: loss of steps 1..{CHECK_STEPS}", np.array(nx_losses), np.array(torch_losses),
+          rtol=1e-4, atol=1e-6)
+    ref32, ref64 = torch_params(with_params), torch_params(with_params64)
+    refereed = sum(check_param(f"{label}: {name} after {CHECK_STEPS} steps", t, ref32[name],
+                               ref64[name]) for name, t in ours.params.items())
+
+    fns = [cycling(torch_step, txs, tys), cycling(ours.train_step, xs, ys)]
+    return (*bench_interleaved(fns, **timing), refereed)
+
+
+# ---- peak RSS, one child process per framework and case -----------------------------------------
+def rss_child(key, framework, n_threads):
+    """Runs in a fresh process: builds one framework's model, takes RSS_STEPS steps, prints JSON."""
+    case = CASES[key]
+    if framework == "nexus":
+        import nexus as nx
+
+        nx.set_num_threads(n_threads)
+    else:
+        import torch
+
+        torch.set_num_threads(n_threads)
+    xs, ys = batches(case)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    if framework == "nexus":
+        ours = build_nexus(case)
+        step = ours.train_step
+    else:
+        model, opt, _ = build_torch(case)
+        step, xs, ys = torch_step_fn(model, opt), torch.from_numpy(xs), torch.from_numpy(ys)
+    for i in range(RSS_STEPS):
+        step(xs[i % POOL], ys[i % POOL])
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"base_kib": base, "peak_kib": peak}))
+
+
+def measure_rss(key, framework, n_threads):
+    """(peak MiB, MiB above the peak after imports and data) from a child process, or None.
+
+    Call it while this process is still small (before torch or nexus is imported): Linux carries
+    the parent's RSS high-water mark into the child's ru_maxrss across fork + exec, so a child
+    spawned from a 300 MiB parent reports at least 300 MiB whatever it does itself.
+    """
+    cmd = [sys.executable, os.path.abspath(__file__), "--rss-child", key, framework,
+           "--threads", str(n_threads)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        print(f"- WARNING: RSS child for {key} {framework} failed (exit {r.returncode}): "
+              f"{r.stderr.strip().splitlines()[-1:] or ''}")
+        return None
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    return d["peak_kib"] / 1024, (d["peak_kib"] - d["base_kib"]) / 1024
+
+
+def fmt_rss(r):
+    return "-" if r is None else f"{r[0]:.0f} (+{r[1]:.0f})"
+
+
+# ---- the program --------------------------------------------------------------------------------
+def header(args, thread_notes):
+    import nexus as nx
+    import torch
+
+    info = nx.info()
+    load = os.getloadavg()[0]
+    quick = " --quick" if args.quick else ""
+    print(f"# benchmarks/train_step.py{quick} --threads {args.threads}\n")
+    print(f"- nexus {info.get('version')} ({info.get('build_type')}), blas={info.get('blas')}, "
+          f"simd={info.get('simd')}, compiler={info.get('compiler')}")
+    print(f"- torch {torch.__version__} (eager; default optimizer implementation), numpy "
+          f"{np.__version__}, python {platform.python_version()}, {os.cpu_count()} CPUs "
+          f"({platform.machine()}), load average {load:.2f} "
+          "(a busy machine makes every ratio noisy)")
+    for note in thread_notes:
+        print(f"- {note}")
+    print("- environment (left as found): " + ", ".join(env_report()))
+    if load > 0.5 * (os.cpu_count() or 1):
+        print("- WARNING: the machine is busy (load average above half the CPUs); threads get "
+              "preempted and times jump by scheduler slices -- rerun on an idle machine")
+    print()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=BAR_THREADS,
+                        help=f"nexus, torch and numpy BLAS threads (default {BAR_THREADS}, "
+                        "as the bars)")
+    parser.add_argument("--quick", action="store_true",
+                        help="cases 1 and 4 only, 0.3 s per side (smoke test)")
+    parser.add_argument("--rss-child", nargs=2, metavar=("CASE", "FRAMEWORK"),
+                        help="internal: measure one framework's peak RSS on one case and exit")
+    args = parser.parse_args(argv)
+
+    if args.rss_child:
+        key, framework = args.rss_child
+        if key not in CASES or framework not in ("nexus", "torch"):
+            parser.error(f"--rss-child: CASE is one of {', '.join(CASES)}; "
+                         "FRAMEWORK is nexus or torch")
+        rss_child(key, framework, args.threads)
+        return 0
+
+    keys = QUICK_CASES if args.quick else tuple(CASES)
+    # First, while this process holds only numpy (see measure_rss): one child per framework/case.
+    rss = {key: " / ".join(fmt_rss(measure_rss(key, fw, args.threads)) for fw in ("torch", "nexus"))
+           for key in keys}
+
+    import torch  # noqa: F401  (imported before threads() so it sets torch's threads too)
+
+    header(args, threads(args.threads))
+    timing = dict(warmup=5, rounds=6 if args.quick else 10, min_time=0.3 if args.quick else 2.0)
+    rows, ratios, spread, refereed = [], {}, [], {}
+    for key in keys:
+        case = CASES[key]
+        r_torch, r_nx, refereed[key] = run_case(key, case, timing)
+        t_torch, t_nx = r_torch["median"], r_nx["median"]
+        ratios[key] = t_torch / t_nx
+        rows.append([case.model, case.optimizer_label, case.batch, fmt_ms(t_torch), fmt_ms(t_nx),
+                     f"{t_torch / t_nx:.2f}x", rss[key]])
+        spread.append(f"- {case.model}, {case.optimizer_label}: torch p10-p90 "
+                      f"{fmt_ms(r_torch['p10'])}-{fmt_ms(r_torch['p90'])} ms (n={r_torch['n']}), "
+                      f"nexus {fmt_ms(r_nx['p10'])}-{fmt_ms(r_nx['p90'])} ms (n={r_nx['n']})")
+    print(f"check: every case's losses over {CHECK_STEPS} steps agree with torch (rtol 1e-4) and "
+          f"its parameters after them (rtol {CHECK_RTOL:g}, atol {CHECK_ATOL:g})")
+    for key, n in refereed.items():
+        if n:
+            print(f"  - {key}: {n} ill-conditioned parameter element(s) outside that tolerance "
+                  f"accepted: nexus within {REFEREE}x torch's own float32 error of the float64 "
+                  "result (Adam's first update for a gradient near eps)")
+    print()
+    table(rows, ["model", "optimizer", "batch", "torch ms", "nexus ms", "speed-up (torch/nexus)",
+                 "peak RSS MiB torch / nexus"])
+    print(f"\nms: median per training step (forward, backward, optimizer update, loss as a float) "
+          f"of torch/nexus samples taken alternately, {timing['min_time']} s per side per case "
+          f"after {timing['warmup']} warm-up steps, cycling over {POOL} fixed batches.")
+    print(f"peak RSS: ru_maxrss of a fresh process per framework and case after {RSS_STEPS} steps; "
+          "(+N) is the growth over the same process after its imports and data.")
+    print("spread (a wide one means the machine was busy and the medians are shaky):")
+    print("\n".join(spread))
+
+    comparable = not args.quick and args.threads == BAR_THREADS
+    print(f"\nBars (issue, at {BAR_THREADS} threads, full timing)"
+          + ("" if comparable else " -- INDICATIVE ONLY: this run used "
+             + ("--quick" if args.quick else f"{args.threads} threads")
+             + "; run `python benchmarks/train_step.py` for the real check") + ":")
+    for key in keys:
+        case = CASES[key]
+        verdict = "PASS" if ratios[key] >= case.bar else "MISS"
+        print(f"- {case.model}, {case.optimizer_label}, batch {case.batch}: >= {case.bar:.1f}x "
+              f"torch eager: {ratios[key]:.2f}x  {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
