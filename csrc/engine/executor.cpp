@@ -85,9 +85,13 @@ void infer_shapes(graph::Graph& g) {
   }
 }
 
-Executor::Executor(const graph::Graph& g) : g_(g), env_(g.values().size()), reads_(g.nodes().size()) {
-  for (const Node& n : g.nodes())
-    if (n.kind == OpKind::Grad) reads_[size_t(n.ref)] = n.attrs.ints;
+Executor::Executor(const graph::Graph& g)
+    : g_(g), env_(g.values().size()), reads_(g.nodes().size()), wants_(g.nodes().size()) {
+  for (const Node& n : g.nodes()) {
+    if (n.kind != OpKind::Grad) continue;
+    reads_[size_t(n.ref)] = n.attrs.ints;
+    for (int v : n.outputs) wants_[size_t(n.ref)].push_back(v >= 0);
+  }
 }
 
 void Executor::run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last,
@@ -124,11 +128,13 @@ void Executor::forward(size_t i, bool record, bool training) {
         out = run_forward_node(n, in, training);
         break;
       }
-      // Inputs become fresh leaves, so the tape recorded here reaches exactly this node's inputs.
+      // Inputs that need a gradient become fresh leaves, so the tape recorded here reaches
+      // exactly them (and no rule computes a gradient nobody reads, such as d loss / d input).
       Saved& s = saved_[i];
       s.leaves.clear();
-      for (Tensor& t : in) {
-        bool grad = t.defined() && is_floating(t.dtype());
+      for (size_t k = 0; k < in.size(); ++k) {
+        Tensor& t = in[k];
+        bool grad = t.defined() && is_floating(t.dtype()) && k < wants_[i].size() && wants_[i][k];
         if (grad) {
           t = t.detach();
           t.set_requires_grad(true);

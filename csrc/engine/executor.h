@@ -40,6 +40,7 @@ class Executor {
   const graph::Graph& g_;
   std::vector<Tensor> env_;
   std::vector<std::vector<int64_t>> reads_;  // per forward node: what its Grad node reads
+  std::vector<std::vector<bool>> wants_;     // per forward node: which inputs need a gradient
   std::vector<Saved> saved_ = std::vector<Saved>(g_.nodes().size());
 };
 
