@@ -145,6 +145,8 @@ Pool& pool() {
 
 int num_threads() { return pool().size(); }
 
+bool in_parallel_region() { return tls_in_pool; }
+
 void set_num_threads(int n) {
   NX_CHECK(n >= 1 && n <= 1024, "set_num_threads: expected an integer in [1, 1024], got ", n);
   pool().resize(n);

@@ -15,6 +15,9 @@ void set_num_threads(int n);  // also sets the BLAS thread count
 // already inside a pool worker. grain is the smallest range worth a thread (in elements).
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// True inside a parallel_for task (nested work runs inline there).
+bool in_parallel_region();
+
 // A default grain for elementwise loops: about 32K elements per task.
 inline constexpr int64_t kElementwiseGrain = 32768;
 

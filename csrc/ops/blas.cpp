@@ -15,12 +15,38 @@ static CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
 // costs more in hand-offs than it saves (and OpenBLAS's own spinning workers, on a busy machine,
 // cost a whole scheduler slice). One pool for kernels and GEMM: never oversubscribed.
 static constexpr int64_t kThreadedGemmFlops = int64_t(1) << 22;
+// From ~0.1 GFLOP on, OpenBLAS's own threading wins (its threads share one packed panel instead of
+// each block packing its own); its workers' hand-off is small next to the product.
+static constexpr int64_t kBlasThreadedGemmFlops = int64_t(1) << 27;
+
+namespace {
+// Lends OpenBLAS the pool's thread count for one large product on the calling thread.
+class BlasThreads {
+ public:
+  explicit BlasThreads(int n) : n_(n) {
+    if (n_ > 1) scipy_openblas_set_num_threads(n_);
+  }
+  ~BlasThreads() {
+    if (n_ > 1) scipy_openblas_set_num_threads(1);
+  }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  int n_;
+};
+}  // namespace
 
 template <class T, class Call>
 static void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
                     const T* b, int64_t ldb, T* c, int64_t ldc, Call call) {
   int threads = num_threads();
-  if (threads == 1 || 2 * m * n * k < kThreadedGemmFlops) {
+  if (threads == 1 || 2 * m * n * k < kThreadedGemmFlops || in_parallel_region()) {
+    call(m, n, a, b, c);
+    return;
+  }
+  if (2 * m * n * k >= kBlasThreadedGemmFlops) {
+    BlasThreads lend(threads);
     call(m, n, a, b, c);
     return;
   }
