@@ -75,8 +75,8 @@ std::vector<AllReduceStats> loopback_allreduce(const std::vector<RankBuffer>& bu
     }
   }
   if (failed)
-    throw CommError(str("loopback all-reduce failed on ", failed, " of ", size, " ranks",
-                        absent.empty() ? "" : " (some ranks never joined)", ":", combined));
+    throw CommError(str("loopback all-reduce failed on ", failed, " of ", size, " ranks:",
+                        combined));
   return stats;
 }
 

@@ -6,8 +6,17 @@
 
 namespace nexus::comm {
 
-Hub::Hub(int size) : size_(size), arrived_(new std::condition_variable[size > 0 ? size : 1]) {
+Hub::Hub(int size)
+    : size_(size), arrived_(new std::condition_variable[size > 0 ? size : 1]),
+      joined_(size > 0 ? size : 1, false) {
   NX_CHECK(size >= 1, "loopback Hub: size must be >= 1, got ", size);
+}
+
+std::string Hub::missing_ranks() {
+  std::string out;
+  for (int r = 0; r < size_; ++r)
+    if (!joined_[r]) out += str(out.empty() ? "" : ", ", r);
+  return out;
 }
 
 void Hub::abort(int rank, const std::string& reason) {
@@ -24,6 +33,8 @@ LoopbackTransport::LoopbackTransport(std::shared_ptr<Hub> hub, int rank)
     : hub_(std::move(hub)), rank_(rank) {
   NX_CHECK(rank >= 0 && rank < hub_->size(), "loopback transport: rank ", rank,
            " is outside the group of ", hub_->size(), " ranks");
+  std::lock_guard lock(hub_->mu_);
+  hub_->joined_[rank] = true;
 }
 
 void LoopbackTransport::check_peer(int peer, const char* what) const {
@@ -111,10 +122,12 @@ size_t LoopbackTransport::wait(Request& req, Timeout timeout) {
     if (hub_->arrived_[rank_].wait_until(lock, deadline) == std::cv_status::timeout) {
       match_locked(op.peer, op.tag);
       if (op.done) break;
+      const std::string missing = hub_->missing_ranks();
       throw CommError(str("rank ", rank_, " (this rank) timed out after ",
                           double(timeout.count()) / 1000.0, " s waiting for a ", describe(op),
                           ": rank ", op.peer, " did not send; it may have failed, not joined, "
-                          "or be running a different collective"));
+                          "or be running a different collective",
+                          missing.empty() ? "" : "; ranks that never joined: ", missing));
     }
   }
   size_t bytes = op.bytes;

@@ -25,6 +25,8 @@ class Hub {
   int size() const { return size_; }
   // Marks the group failed: every wait in progress or to come throws CommError naming `rank`.
   void abort(int rank, const std::string& reason);
+  // Ranks that never created their transport, for timeout messages ("" when all joined).
+  std::string missing_ranks();
 
  private:
   friend class LoopbackTransport;
@@ -33,6 +35,7 @@ class Hub {
   std::mutex mu_;
   std::unique_ptr<std::condition_variable[]> arrived_;  // one per destination rank
   std::map<Key, std::deque<std::vector<std::byte>>> mail_;
+  std::vector<bool> joined_;
   int aborted_by_ = -1;
   std::string abort_reason_;
 };
