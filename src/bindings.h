@@ -15,5 +15,6 @@ void bind_info(pybind11::module_& m);
 void bind_graph(pybind11::module_& m);
 void bind_data(pybind11::module_& m);
 void bind_optim(pybind11::module_& m);
+void bind_comm(pybind11::module_& m);
 
 }  // namespace nexus::python

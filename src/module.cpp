@@ -10,4 +10,5 @@ PYBIND11_MODULE(_C, m) {
   nexus::python::bind_graph(m);
   nexus::python::bind_data(m);
   nexus::python::bind_optim(m);
+  nexus::python::bind_comm(m);
 }

@@ -1,0 +1,255 @@
+// The ring schedule (see ring.h for the algorithm and vocabulary). One Ring object per call; its
+// destructor cancels whatever is still posted, so a failed wait never leaves the transport
+// holding pointers into freed buffers.
+#include "comm/ring.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+
+namespace nexus::comm {
+
+ReduceOp parse_reduce_op(std::string_view op) {
+  if (op == "sum") return ReduceOp::Sum;
+  if (op == "mean") return ReduceOp::Mean;
+  throw ValueError(str("all_reduce: unknown op \"", op, "\"; valid ops: \"sum\", \"mean\""));
+}
+
+namespace {
+
+// How segments become bytes. float32 goes through the Codec (and the Residual when lossy);
+// float64 travels raw.
+template <class T>
+struct Wire;
+
+template <>
+struct Wire<float> {
+  const Codec& codec;
+  Residual* residual;
+  std::vector<float> scratch;
+
+  bool lossless() const { return codec.lossless(); }
+  size_t max_bytes(size_t n) const { return codec.max_encoded_bytes(n); }
+  size_t encode(const float* data, size_t off, size_t n, std::byte* out) {
+    if (residual && !codec.lossless())
+      return residual->encode(codec, off, data + off, n, out, scratch);
+    return codec.encode(data + off, n, out);
+  }
+  void decode(const std::byte* in, size_t bytes, float* data, size_t off, size_t n, bool add) {
+    codec.decode(in, bytes, data + off, n, add);
+  }
+};
+
+template <>
+struct Wire<double> {
+  bool lossless() const { return true; }
+  size_t max_bytes(size_t n) const { return n * sizeof(double); }
+  size_t encode(const double* data, size_t off, size_t n, std::byte* out) {
+    if (n) std::memcpy(out, data + off, n * sizeof(double));
+    return n * sizeof(double);
+  }
+  void decode(const std::byte* in, size_t bytes, double* data, size_t off, size_t n, bool add) {
+    if (!add) {
+      if (n) std::memcpy(data + off, in, bytes);
+      return;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      double v;
+      std::memcpy(&v, in + i * sizeof(double), sizeof(double));
+      data[off + i] += v;
+    }
+  }
+};
+
+template <class T>
+class Ring {
+ public:
+  Ring(Transport& t, T* data, size_t n, const AllReduceOptions& o, Wire<T>& wire)
+      : t_(t), data_(data), n_(n), N_(t.size()), r_(t.rank()), wire_(wire),
+        timeout_(o.timeout) {
+    left_ = mod(r_ - 1);
+    right_ = mod(r_ + 1);
+    const size_t max_chunk = (n + N_ - 1) / N_;
+    const size_t seg_elems = std::max<size_t>(1, o.segment_bytes / sizeof(T));
+    K_ = std::max<size_t>(1, (max_chunk + seg_elems - 1) / seg_elems);
+    slot_ = wire_.max_bytes((max_chunk + K_ - 1) / K_);
+  }
+  ~Ring() {
+    for (Request& q : sreq_) t_.cancel(q);
+    for (Request& q : rreq_) t_.cancel(q);
+  }
+
+  void reduce_scatter();
+  void scale_owned(T factor);
+  void all_gather();
+  AllReduceStats stats;
+
+ private:
+  struct Span {
+    size_t off, len;
+  };
+  int mod(int c) const { return ((c % N_) + N_) % N_; }
+  Span segment(int chunk, size_t j) const {
+    const size_t lo = n_ / N_ * chunk + std::min<size_t>(chunk, n_ % N_);
+    const size_t len = n_ / N_ + (size_t(chunk) < n_ % N_ ? 1 : 0);
+    return {lo + len * j / K_, len * (j + 1) / K_ - len * j / K_};
+  }
+  Request send(const std::byte* bytes, size_t count, size_t elems, int tag) {
+    stats.bytes_sent += count;
+    stats.bytes_uncompressed += elems * sizeof(T);
+    return t_.isend(right_, bytes, count, tag);
+  }
+  size_t wait(Request& q, const char* phase, int step, size_t j);
+  size_t wait_recv(Request& q, const char* phase, int step, size_t j, size_t expected);
+
+  Transport& t_;
+  T* data_;
+  size_t n_;
+  int N_, r_, left_ = 0, right_ = 0;
+  size_t K_ = 1, slot_ = 0;  // segments per chunk; bytes reserved per encoded segment
+  Wire<T>& wire_;
+  Timeout timeout_;
+  std::vector<Request> sreq_, rreq_;
+};
+
+template <class T>
+size_t Ring<T>::wait(Request& q, const char* phase, int step, size_t j) {
+  try {
+    return t_.wait(q, timeout_);
+  } catch (const CommError& e) {
+    throw CommError(str("ring all-reduce, ", phase, " step ", step + 1, "/", N_ - 1, ", segment ",
+                        j + 1, "/", K_, ": ", e.what()));
+  }
+}
+
+template <class T>
+size_t Ring<T>::wait_recv(Request& q, const char* phase, int step, size_t j, size_t expected) {
+  const size_t got = wait(q, phase, step, j);
+  if (got != expected)
+    throw CommError(str("ring all-reduce, ", phase, " step ", step + 1, ": rank ", r_,
+                        " (this rank) received ", got, " bytes from rank ", left_, ", expected ",
+                        expected, ": the ranks disagree on the buffer size, dtype or codec"));
+  return got;
+}
+
+template <class T>
+void Ring<T>::reduce_scatter() {
+  const int S = N_ - 1;
+  // Two sets of K slots, by step parity: step s+1 is posted while step s is still arriving.
+  std::vector<std::byte> sbuf(2 * K_ * slot_), rbuf(2 * K_ * slot_);
+  sreq_.assign(2 * K_, {});
+  rreq_.assign(2 * K_, {});
+  auto slot = [&](int s, size_t j) { return size_t(s % 2) * K_ + j; };
+  auto post_recvs = [&](int s) {
+    for (size_t j = 0; j < K_; ++j) {
+      const size_t i = slot(s, j);
+      rreq_[i] = t_.irecv(left_, rbuf.data() + i * slot_,
+                          wire_.max_bytes(segment(mod(r_ - s - 1), j).len), kTagReduceScatter);
+    }
+  };
+  auto encode_and_send = [&](int s, size_t j) {
+    const size_t i = slot(s, j);
+    wait(sreq_[i], "reduce-scatter", s, j);  // slot i last held step s-2's segment j
+    const Span g = segment(mod(r_ - s), j);
+    std::byte* out = sbuf.data() + i * slot_;
+    sreq_[i] = send(out, wire_.encode(data_, g.off, g.len, out), g.len, kTagReduceScatter);
+  };
+
+  post_recvs(0);
+  for (size_t j = 0; j < K_; ++j) encode_and_send(0, j);
+  for (int s = 0; s < S; ++s) {
+    if (s + 1 < S) post_recvs(s + 1);
+    for (size_t j = 0; j < K_; ++j) {
+      const size_t i = slot(s, j);
+      const Span g = segment(mod(r_ - s - 1), j);
+      const size_t got = wait_recv(rreq_[i], "reduce-scatter", s, j, wire_.max_bytes(g.len));
+      wire_.decode(rbuf.data() + i * slot_, got, data_, g.off, g.len, true);
+      // Segment j of this chunk is final for this hop: pass it on at once (the next step sends
+      // the chunk just received), while segments j+1.. are still arriving.
+      if (s + 1 < S) encode_and_send(s + 1, j);
+    }
+  }
+  for (size_t i = 0; i < sreq_.size(); ++i) wait(sreq_[i], "reduce-scatter", S - 1, i % K_);
+}
+
+template <class T>
+void Ring<T>::scale_owned(T factor) {
+  const int o = mod(r_ + 1);
+  for (size_t j = 0; j < K_; ++j) {
+    const Span g = segment(o, j);
+    for (size_t i = g.off; i < g.off + g.len; ++i) data_[i] /= factor;
+  }
+}
+
+template <class T>
+void Ring<T>::all_gather() {
+  const int S = N_ - 1;
+  // Encoded segments by (chunk, segment): received once, decoded, forwarded verbatim.
+  std::vector<std::byte> store(size_t(N_) * K_ * slot_);
+  auto at = [&](int c, size_t j) { return size_t(c) * K_ + j; };
+  sreq_.assign(size_t(N_) * K_, {});
+  rreq_.assign(size_t(N_) * K_, {});
+  for (int s = 0; s < S; ++s)  // step s brings chunk r-s from the left
+    for (size_t j = 0; j < K_; ++j) {
+      const int c = mod(r_ - s);
+      rreq_[at(c, j)] = t_.irecv(left_, store.data() + at(c, j) * slot_,
+                                 wire_.max_bytes(segment(c, j).len), kTagAllGather);
+    }
+  const int owned = mod(r_ + 1);
+  for (size_t j = 0; j < K_; ++j) {
+    const Span g = segment(owned, j);
+    std::byte* out = store.data() + at(owned, j) * slot_;
+    const size_t bytes = wire_.encode(data_, g.off, g.len, out);
+    // The owner keeps what everyone else will decode, so all ranks agree bit for bit.
+    if (!wire_.lossless()) wire_.decode(out, bytes, data_, g.off, g.len, false);
+    sreq_[at(owned, j)] = send(out, bytes, g.len, kTagAllGather);
+  }
+  for (int s = 0; s < S; ++s)
+    for (size_t j = 0; j < K_; ++j) {
+      const int c = mod(r_ - s);
+      const Span g = segment(c, j);
+      const std::byte* in = store.data() + at(c, j) * slot_;
+      const size_t got = wait_recv(rreq_[at(c, j)], "all-gather", s, j, wire_.max_bytes(g.len));
+      if (s + 1 < S) sreq_[at(c, j)] = send(in, got, g.len, kTagAllGather);
+      wire_.decode(in, got, data_, g.off, g.len, false);
+    }
+  for (size_t i = 0; i < sreq_.size(); ++i) wait(sreq_[i], "all-gather", S - 1, i % K_);
+}
+
+template <class T>
+AllReduceStats run(Transport& t, T* data, size_t n, const AllReduceOptions& o, Wire<T>& wire) {
+  const auto start = std::chrono::steady_clock::now();
+  NX_CHECK(o.segment_bytes > 0, "all_reduce: segment_bytes must be > 0");
+  AllReduceStats stats;
+  if (n > 0 && t.size() > 1) {
+    Ring<T> ring(t, data, n, o, wire);
+    ring.reduce_scatter();
+    if (o.op == ReduceOp::Mean) ring.scale_owned(T(t.size()));
+    ring.all_gather();
+    stats = ring.stats;
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace
+
+AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllReduceOptions& o) {
+  const auto codec = o.codec ? o.codec : make_none_codec();
+  NX_CHECK(!o.residual || o.residual->size() == n, "all_reduce: the Residual has ",
+           o.residual ? o.residual->size() : 0, " elements but the buffer has ", n,
+           "; keep one Residual per parameter buffer");
+  Wire<float> wire{*codec, o.residual, {}};
+  return run(t, data, n, o, wire);
+}
+
+AllReduceStats ring_allreduce(Transport& t, double* data, size_t n, const AllReduceOptions& o) {
+  NX_CHECK(!o.codec || o.codec->lossless(), "all_reduce: codec \"", o.codec->spec(),
+           "\" compresses float32 buffers; a float64 buffer takes codec \"none\"");
+  Wire<double> wire;
+  return run(t, data, n, o, wire);
+}
+
+}  // namespace nexus::comm
