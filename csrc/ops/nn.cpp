@@ -42,8 +42,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return mul(x, mask);
 }
 
-static Tensor normalize(const Tensor& x, const Axes& axes, const Tensor& mu, const Tensor& v, double eps) {
-  (void)axes;
+static Tensor normalize(const Tensor& x, const Tensor& mu, const Tensor& v, double eps) {
   return div(sub(x, mu), unary(UnaryOp::Sqrt, add_scalar(v, eps)));
 }
 
@@ -59,7 +58,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
              shape_str(p->shape()), " must have shape ", shape_str(normalized_shape));
   Axes axes;
   for (int64_t i = x.ndim() - k; i < x.ndim(); ++i) axes.push_back(i);
-  Tensor y = normalize(x, axes, mean(x, axes, true), var(x, axes, true, 0), eps);
+  Tensor y = normalize(x, mean(x, axes, true), var(x, axes, true, 0), eps);
   if (weight.defined()) y = mul(y, weight);
   if (bias.defined()) y = add(y, bias);
   return y;
@@ -96,7 +95,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     mu = reshape(running_mean, bshape);
     v = reshape(running_var, bshape);
   }
-  Tensor y = normalize(x, axes, mu, v, eps);
+  Tensor y = normalize(x, mu, v, eps);
   if (weight.defined()) y = mul(y, reshape(weight, bshape));
   if (bias.defined()) y = add(y, reshape(bias, bshape));
   return y;

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import _C
-from ._dtype import as_dtype, bfloat16, bool_, float32, float64, int64
+from ._dtype import as_dtype, bfloat16, bool_, float32, int64
 
 Tensor = _C.Tensor
 _U = _C.UnaryOp
@@ -353,4 +353,3 @@ __all__ = [
     "log_softmax", "reshape", "transpose", "permute", "expand", "concat", "stack", "matmul",
     "cross_entropy", "conv2d", "max_pool2d", "avg_pool2d", "dropout", "layer_norm", "batch_norm",
 ]
-_ = float64  # re-exported through nexus.__init__
