@@ -146,6 +146,17 @@ def threads(n):
     return notes
 
 
+def print_run_notes(thread_notes) -> None:
+    """The header's closing lines: thread settings, BLAS environment, a busy-machine warning."""
+    for note in thread_notes:
+        print(f"- {note}")
+    print("- environment (left as found): " + ", ".join(env_report()))
+    if os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
+        print("- WARNING: the machine is busy (load average above half the CPUs); threads get "
+              "preempted and times jump by scheduler slices -- rerun on an idle machine")
+    print()
+
+
 def env_report():
     """Lines saying which BLAS-related environment variables are set (they are left as found)."""
     return [f"{k}={os.environ[k]}" if k in os.environ else f"{k} not set" for k in BLAS_ENV]

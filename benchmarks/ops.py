@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench_interleaved, check, env_report, fmt_ms, table, threads  # noqa: E402
+from common import bench_interleaved, check, fmt_ms, print_run_notes, table, threads  # noqa: E402
 
 import nexus as nx  # noqa: E402
 
@@ -125,13 +125,7 @@ def header(args, thread_notes):
     print(f"- numpy {np.__version__}, torch {torch.__version__ if torch else 'not importable'}, "
           f"python {platform.python_version()}, {os.cpu_count()} CPUs ({platform.machine()}), "
           f"load average {os.getloadavg()[0]:.2f} (a busy machine makes every ratio noisy)")
-    for note in thread_notes:
-        print(f"- {note}")
-    print("- environment (left as found): " + ", ".join(env_report()))
-    if os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
-        print("- WARNING: the machine is busy (load average above half the CPUs); BLAS threads "
-              "get preempted and times jump by scheduler slices -- rerun on an idle machine")
-    print()
+    print_run_notes(thread_notes)
 
 
 def main(argv=None):

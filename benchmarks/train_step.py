@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench_interleaved, check, env_report, fmt_ms, table, threads  # noqa: E402
+from common import bench_interleaved, check, fmt_ms, print_run_notes, table, threads  # noqa: E402
 
 BAR_THREADS = 2
 CHECK_STEPS = 3
@@ -287,13 +287,7 @@ def header(args, thread_notes):
           f"{np.__version__}, python {platform.python_version()}, {os.cpu_count()} CPUs "
           f"({platform.machine()}), load average {load:.2f} "
           "(a busy machine makes every ratio noisy)")
-    for note in thread_notes:
-        print(f"- {note}")
-    print("- environment (left as found): " + ", ".join(env_report()))
-    if load > 0.5 * (os.cpu_count() or 1):
-        print("- WARNING: the machine is busy (load average above half the CPUs); threads get "
-              "preempted and times jump by scheduler slices -- rerun on an idle machine")
-    print()
+    print_run_notes(thread_notes)
 
 
 def main(argv=None):
