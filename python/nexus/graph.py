@@ -159,7 +159,9 @@ class GraphBuilder:
         """A trainable model: forward, generated backward and the optimizer update in one native call."""
         from .model import Model  # noqa: PLC0415  (model imports graph)
 
-        return Model._from_builder(self, loss, optimizer)
+        # The model gets its own replay of the layers (same seed, same parameters): compiling adds
+        # the labels input and the loss, and this builder must stay buildable and compilable.
+        return Model._from_builder(GraphBuilder.from_spec(self.spec()), loss, optimizer)
 
     def spec(self) -> dict:
         """The architecture as plain JSON-able data (replayed by ``GraphBuilder.from_spec``)."""

@@ -110,3 +110,14 @@ def test_graph_spec_replays_to_the_same_model():
     for (na, pa), (nb, pb) in zip(a.params.items(), b.params.items()):
         assert na == nb
         np.testing.assert_array_equal(pa.numpy(), pb.numpy())
+
+
+def test_a_builder_compiles_more_than_once_into_independent_models():
+    g = GraphBuilder(seed=2).input("x", Shape(2, 3)).dense(4, "relu").dense(2, "softmax")
+    a, b = g.compile(), g.compile()
+    for (na, pa), (nb, pb) in zip(a.params.items(), b.params.items()):
+        assert na == nb
+        np.testing.assert_array_equal(pa.numpy(), pb.numpy())
+    a.train_step(np.ones((2, 3), np.float32), np.array([0, 1]))
+    assert not np.array_equal(a.params["dense_1.weight"].numpy(), b.params["dense_1.weight"].numpy())
+    g.dense(3)  # the builder is still usable after compile
