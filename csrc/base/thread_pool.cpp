@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -37,6 +38,16 @@ int default_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// One parallel_for call. Workers take a reference to the job under the lock, so a worker that
+// wakes late can only see this job's (exhausted) counter, never a half-published next job.
+struct Job {
+  const std::function<void(int64_t, int64_t)>* fn;
+  int64_t n, chunk;
+  std::atomic<int64_t> next{0};
+  int64_t pending;  // guarded by Pool::mutex_
+  std::exception_ptr error;
+};
+
 class Pool {
  public:
   explicit Pool(int n) { resize(n); }
@@ -54,22 +65,22 @@ class Pool {
 
   void run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
     std::lock_guard<std::mutex> run(run_mutex_);  // one job at a time (callers from many threads)
+    auto job = std::make_shared<Job>();
+    job->fn = &fn;
+    job->n = n;
+    job->chunk = chunk;
+    job->pending = (n + chunk - 1) / chunk;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      fn_ = &fn;
-      n_ = n;
-      chunk_ = chunk;
-      next_.store(0);
-      pending_ = (n + chunk - 1) / chunk;
-      error_ = nullptr;
+      job_ = job;
       ++generation_;
     }
     wake_.notify_all();
-    work();
+    work(*job);
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-    fn_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
+    done_.wait(lock, [&] { return job->pending == 0; });
+    job_.reset();
+    if (job->error) std::rethrow_exception(job->error);
   }
 
  private:
@@ -77,36 +88,38 @@ class Pool {
     tls_in_pool = true;
     uint64_t seen = 0;
     for (;;) {
+      std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
         if (stop_) return;
         seen = generation_;
+        job = job_;
       }
-      work();
+      if (job) work(*job);
     }
   }
 
-  void work() {
+  void work(Job& job) {
     bool was = tls_in_pool;
     tls_in_pool = true;
     int64_t finished = 0;
     for (;;) {
-      int64_t begin = next_.fetch_add(chunk_);
-      if (begin >= n_) break;
+      int64_t begin = job.next.fetch_add(job.chunk);
+      if (begin >= job.n) break;
       try {
-        (*fn_)(begin, std::min(n_, begin + chunk_));
+        (*job.fn)(begin, std::min(job.n, begin + job.chunk));
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (!error_) error_ = std::current_exception();
+        if (!job.error) job.error = std::current_exception();
       }
       ++finished;
     }
     tls_in_pool = was;
     if (finished) {
       std::lock_guard<std::mutex> lock(mutex_);
-      pending_ -= finished;
-      if (pending_ == 0) done_.notify_all();
+      job.pending -= finished;
+      if (job.pending == 0) done_.notify_all();
     }
   }
 
@@ -126,10 +139,7 @@ class Pool {
   int size_ = 1;
   bool stop_ = false;
   uint64_t generation_ = 0;
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, chunk_ = 1, pending_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::exception_ptr error_;
+  std::shared_ptr<Job> job_;
 };
 
 Pool& pool() {
