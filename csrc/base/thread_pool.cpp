@@ -1,12 +1,20 @@
 // A fixed pool of workers fed by a generation counter: parallel_for publishes one job (a range
 // split into equal chunks), workers and the caller claim chunks with an atomic counter, and the
 // caller waits until every chunk is done. Exceptions from chunks are rethrown in the caller.
+//
+// Waiting spins briefly before it sleeps: a training step is a string of parallel regions tens
+// of microseconds apart, and waking a worker blocked on a futex costs about as much as a small
+// region itself (measured: the fused optimizer update over 200K parameters took 2x longer on 2
+// threads than on 1 with sleep-only workers). A worker that has just finished a job polls for
+// the next one for kSpin before blocking; the caller polls for the job's end the same way. The
+// spin is short so that an idle pool costs nothing and a busy machine loses little.
 #include "base/thread_pool.h"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -44,9 +52,30 @@ struct Job {
   const std::function<void(int64_t, int64_t)>* fn;
   int64_t n, chunk;
   std::atomic<int64_t> next{0};
-  int64_t pending;  // guarded by Pool::mutex_
-  std::exception_ptr error;
+  std::atomic<int64_t> pending;  // chunks not yet finished
+  std::exception_ptr error;       // guarded by Pool::mutex_
 };
+
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Polls done() for up to kSpin; true when it became true (false: the caller should block).
+template <class Done>
+bool spin_until(Done done) {
+  auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return done();
+  }
+}
 
 class Pool {
  public:
@@ -73,12 +102,18 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = job;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     work(*job);
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return job->pending == 0; });
+    auto finished = [&] { return job->pending.load(std::memory_order_acquire) == 0; };
+    std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+    if (!spin_until(finished)) {
+      lock.lock();
+      done_.wait(lock, finished);
+    } else {
+      lock.lock();  // the error (if any) was written under the lock
+    }
     job_.reset();
     if (job->error) std::rethrow_exception(job->error);
   }
@@ -89,11 +124,13 @@ class Pool {
     uint64_t seen = 0;
     for (;;) {
       std::shared_ptr<Job> job;
+      auto ready = [&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; };
+      spin_until(ready);
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        wake_.wait(lock, ready);
         if (stop_) return;
-        seen = generation_;
+        seen = generation_.load(std::memory_order_relaxed);
         job = job_;
       }
       if (job) work(*job);
@@ -116,10 +153,9 @@ class Pool {
       ++finished;
     }
     tls_in_pool = was;
-    if (finished) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job.pending -= finished;
-      if (job.pending == 0) done_.notify_all();
+    if (finished && job.pending.fetch_sub(finished, std::memory_order_acq_rel) == finished) {
+      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the caller's check under the lock
+      done_.notify_all();
     }
   }
 
@@ -137,8 +173,8 @@ class Pool {
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
   int size_ = 1;
-  bool stop_ = false;
-  uint64_t generation_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> generation_{0};
   std::shared_ptr<Job> job_;
 };
 
