@@ -10,6 +10,7 @@ namespace nexus {
 const std::vector<Knob>& knobs() {
   static const std::vector<Knob> list = {
       {"NEXUS_NUM_THREADS", "", "intra-op threads for kernels and BLAS (default: the cores this process may use)"},
+      {"NEXUS_ALLOC_CACHE_MB", "1024", "MiB of freed tensor memory kept for reuse (0: give it back at once)"},
   };
   return list;
 }

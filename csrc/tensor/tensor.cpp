@@ -1,10 +1,11 @@
 #include "tensor/tensor.h"
 
+#include "tensor/allocator.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
-#include <sys/mman.h>
 
 namespace nexus {
 
@@ -71,18 +72,10 @@ DType promote_types(DType a, DType b) {
 }
 
 // ---- Storage ---------------------------------------------------------------------------------
-// Large buffers are 2 MiB aligned and advised as transparent huge pages: first-touch page faults
-// otherwise dominate streaming kernels (numpy does the same).
-static constexpr size_t kHugePage = size_t(2) << 20;
-static constexpr size_t kHugeThreshold = size_t(4) << 20;
-
 Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
-  size_t align = nbytes >= kHugeThreshold ? kHugePage : 64;
-  size_t padded = (std::max<size_t>(nbytes, 1) + align - 1) / align * align;
-  data_ = std::aligned_alloc(align, padded);
-  if (!data_) throw std::bad_alloc();
-  if (align == kHugePage) madvise(data_, padded, MADV_HUGEPAGE);  // advisory; failure is harmless
-  deleter_ = [](void* p) { std::free(p); };
+  alloc::Block b = alloc::allocate(nbytes);
+  data_ = b.data;
+  deleter_ = [capacity = b.capacity](void* p) { alloc::release({p, capacity}); };
 }
 
 Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)

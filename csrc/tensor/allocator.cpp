@@ -1,0 +1,111 @@
+#include "tensor/allocator.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/env.h"
+#include "base/error.h"
+
+namespace nexus::alloc {
+namespace {
+
+constexpr size_t kSmall = size_t(32) << 10;         // below: plain aligned_alloc, never cached
+constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kHugeThreshold = size_t(4) << 20;  // from here: 2 MiB aligned, MADV_HUGEPAGE
+
+// Four classes per power of two (at most 25% slack): 32K, 40K, 48K, 56K, 64K, 80K, ...
+size_t size_class(size_t n) {
+  size_t p = kSmall;
+  while (p * 2 <= n) p *= 2;
+  size_t step = p / 4;
+  return (n + step - 1) / step * step;
+}
+
+size_t cache_limit() {
+  std::string v = knob("NEXUS_ALLOC_CACHE_MB");
+  char* end = nullptr;
+  long mb = std::strtol(v.c_str(), &end, 10);
+  NX_CHECK(!v.empty() && end && *end == '\0' && mb >= 0,
+           "NEXUS_ALLOC_CACHE_MB must be a non-negative integer (MiB), got '", v, "'");
+  return size_t(mb) << 20;
+}
+
+void* system_alloc(size_t capacity) {
+  size_t align = capacity >= kHugeThreshold ? kHugePage : 64;
+  size_t padded = (capacity + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, padded);
+  if (!p) throw std::bad_alloc();
+  if (align == kHugePage) madvise(p, padded, MADV_HUGEPAGE);  // advisory; failure is harmless
+  return p;
+}
+
+class Cache {
+ public:
+  Block take(size_t nbytes) {
+    if (nbytes < kSmall) return {system_alloc(std::max<size_t>(nbytes, 1)), nbytes};
+    size_t cls = size_class(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(cls);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= cls;
+        return {p, cls};
+      }
+    }
+    return {system_alloc(cls), cls};
+  }
+
+  void give(Block b) {
+    if (b.capacity >= kSmall) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cached_ + b.capacity <= limit_) {
+        free_[b.capacity].push_back(b.data);
+        cached_ += b.capacity;
+        return;
+      }
+    }
+    std::free(b.data);
+  }
+
+  size_t cached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_;
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [cls, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+  size_t limit_ = cache_limit();
+};
+
+// Never destroyed: storages released during static destruction still find it.
+Cache& cache() {
+  static Cache* c = new Cache();
+  return *c;
+}
+
+}  // namespace
+
+Block allocate(size_t nbytes) { return cache().take(nbytes); }
+void release(Block b) { cache().give(b); }
+size_t cached_bytes() { return cache().cached(); }
+void empty_cache() { cache().clear(); }
+
+}  // namespace nexus::alloc

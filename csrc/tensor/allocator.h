@@ -1,0 +1,28 @@
+// The host allocator behind every owned Storage: a size-class cache of large blocks.
+//
+// A training step allocates the same activation and gradient sizes every step. Fresh blocks of
+// 32 KiB and more come from mmap, and their first touch costs a page fault per 4 KiB: measured
+// in the 784-256-10 MLP step, that zero-filling was a sizeable share of the time outside the
+// GEMMs. Freed large blocks are therefore kept, per size class, and handed out again; the cache
+// is bounded (NEXUS_ALLOC_CACHE_MB; 0 turns it off) and small blocks go straight to malloc,
+// whose own free lists already reuse them.
+#pragma once
+
+#include <cstddef>
+
+namespace nexus::alloc {
+
+struct Block {
+  void* data = nullptr;
+  size_t capacity = 0;  // the size class the block was allocated at (>= the bytes asked for)
+};
+
+// At least nbytes, 64-byte aligned (2 MiB aligned and advised as huge pages from 4 MiB).
+// Throws std::bad_alloc when the system has no memory left.
+Block allocate(size_t nbytes);
+void release(Block b);
+
+size_t cached_bytes();  // held for reuse, not in use
+void empty_cache();     // returns every cached block to the system
+
+}  // namespace nexus::alloc
