@@ -1,10 +1,11 @@
 // Backward rules for every differentiable primitive, in one table. Composite ops (mean, var,
-// softmax, cross_entropy, layer_norm, ...) need no entry: their primitives carry the gradient.
+// softmax, layer_norm, ...) need no entry: their primitives carry the gradient.
 // Rules run under no-grad and build plain tensors.
 #include "ops/derivatives.h"
 
 #include <algorithm>
 
+#include "ops/cpu/softmax_xent_kernel.h"
 #include "ops/internal.h"
 
 namespace nexus::ops::grad {
@@ -53,9 +54,9 @@ BackwardFn unary(UnaryOp op, const Tensor& x_in, const Tensor& out_in) {
       case UnaryOp::Exp: return {mul(g, out)};
       case UnaryOp::Log: return {div(g, x)};
       case UnaryOp::Sqrt: return {div(mul_scalar(g, 0.5), out)};
-      case UnaryOp::Tanh: return {mul(g, sub(scalar(1, out), mul(out, out)))};
-      case UnaryOp::Sigmoid: return {mul(g, mul(out, sub(scalar(1, out), out)))};
-      case UnaryOp::Relu: return {mul(g, cast(binary(BinaryOp::Gt, x, scalar(0, x)), g.dtype()))};
+      case UnaryOp::Tanh: return {ops::binary(BinaryOp::TanhGrad, g, out)};
+      case UnaryOp::Sigmoid: return {ops::binary(BinaryOp::SigmoidGrad, g, out)};
+      case UnaryOp::Relu: return {ops::binary(BinaryOp::ReluGrad, g, x)};
       case UnaryOp::Gelu: return {mul(g, ops::unary(UnaryOp::GeluGrad, x))};
       case UnaryOp::Sin: return {mul(g, ops::unary(UnaryOp::Cos, x))};
       case UnaryOp::Cos: return {ops::unary(UnaryOp::Neg, mul(g, ops::unary(UnaryOp::Sin, x)))};
@@ -217,6 +218,22 @@ BackwardFn max_pool2d(const Tensor& argmax, const Pool2dGeometry& g) {
       max_pool2d_backward<T>(g, dy.data<T>(), argmax.data<int64_t>(), dx.data<T>());
     });
     return {cast(dx, gy.dtype())};
+  };
+}
+
+BackwardFn cross_entropy(const Tensor& x, const Tensor& labels, const Tensor& stats, Reduction reduction,
+                         DType logits_dtype) {
+  return [x, labels, stats, reduction, logits_dtype](const Tensor& gy, const Needs&) -> Grads {
+    int64_t n = x.shape()[0], c = x.shape()[1];
+    Tensor g = contiguous(cast(gy, x.dtype()));
+    if (reduction == Reduction::Mean) g = mul_scalar(g, 1.0 / double(std::max<int64_t>(n, 1)));
+    Tensor dx = Tensor::empty(x.shape(), x.dtype());
+    dispatch_float(x.dtype(), "cross_entropy backward", [&](auto t) {
+      using T = decltype(t);
+      cpu::xent_backward<T>(x.data<T>(), labels.data<int64_t>(), stats.data<T>(), stats.data<T>() + n, g.data<T>(),
+                            reduction == Reduction::None ? 1 : 0, n, c, dx.data<T>());
+    });
+    return {cast(dx, logits_dtype)};
   };
 }
 

@@ -34,6 +34,10 @@ BackwardFn matmul(const Tensor& a, const Tensor& b);
 BackwardFn conv2d(const Tensor& x, const Tensor& w, const Conv2dGeometry& g);
 BackwardFn max_pool2d(const Tensor& argmax, const Pool2dGeometry& g);
 BackwardFn avg_pool2d(const Pool2dGeometry& g);
+// x: the logits in their compute dtype, contiguous; stats: (2, rows), each row's shift and
+// log-sum of the shifted exponentials (cpu::xent_forward).
+BackwardFn cross_entropy(const Tensor& x, const Tensor& labels, const Tensor& stats, Reduction reduction,
+                         DType logits_dtype);
 
 // Reduces a gradient computed at a broadcast shape back to `like`'s shape and dtype.
 Tensor reduce_to(const Tensor& g, const Tensor& like);

@@ -16,7 +16,8 @@ std::string_view op_name(UnaryOp op) {
 
 std::string_view op_name(BinaryOp op) {
   static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                               "eq", "ne", "lt", "le", "gt", "ge"};
+                                               "eq", "ne", "lt", "le", "gt", "ge",
+                                               "relu_grad", "tanh_grad", "sigmoid_grad"};
   return names[int(op)];
 }
 
@@ -76,6 +77,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   cpu::binary_kernel(op, out, ac, bc);
   if (is_comparison(op)) return out;
   out = cast(out, dt);
+  if (is_backward_only(op)) return out;
   return autograd::record(name, out, {a, b}, grad::binary(op, a, b, out.detach()));
 }
 

@@ -1,7 +1,8 @@
-// Neural-network ops composed from the primitives (their gradients come from the primitives'
-// rules): cross_entropy, dropout, layer_norm, batch_norm.
+// Neural-network ops: cross_entropy (one fused kernel with its own rule), and dropout,
+// layer_norm, batch_norm composed from the primitives (their gradients come from theirs).
 #include <cmath>
 
+#include "ops/cpu/softmax_xent_kernel.h"
 #include "ops/derivatives.h"
 #include "ops/internal.h"
 
@@ -21,16 +22,27 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduc
     NX_CHECK_INDEX(v >= 0 && v < c, "cross_entropy: label ", v, " at position ", i,
                    " is out of range for ", c, " classes; valid: [0, ", c - 1, "]");
   }
-  Tensor logp = log_softmax(logits, 1);
-  Tensor onehot = cast(binary(BinaryOp::Eq, reshape(lab, {n, 1}), arange(0, double(c), 1, DType::Int64)),
-                       logp.dtype());
-  Tensor nll = mul_scalar(sum(mul(logp, onehot), {1}, false), -1.0);
-  switch (reduction) {
-    case Reduction::None: return nll;
-    case Reduction::Sum: return sum(nll, {}, false);
-    case Reduction::Mean: return mean(nll, {}, false);
+  DType cdt = compute_dtype(logits.dtype());
+  NX_CHECK_TYPE(is_floating(cdt), "cross_entropy: logits must be floating point, got ",
+                dtype_name(logits.dtype()));
+  Tensor x = contiguous(cast(logits.detach(), cdt));
+  Tensor nll = Tensor::empty({n}, cdt), stats = Tensor::empty({2, n}, cdt);  // shift, logsum
+  dispatch_float(cdt, "cross_entropy", [&](auto t) {
+    using T = decltype(t);
+    cpu::xent_forward<T>(x.data<T>(), lab.data<int64_t>(), n, c, nll.data<T>(), stats.data<T>(),
+                         stats.data<T>() + n);
+  });
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    switch (reduction) {
+      case Reduction::None: out = nll; break;
+      case Reduction::Sum: out = sum(nll, {}, false); break;
+      case Reduction::Mean: out = mean(nll, {}, false); break;
+    }
+    out = cast(out, logits.dtype());
   }
-  return nll;
+  return autograd::record("cross_entropy", out, {logits}, grad::cross_entropy(x, lab, stats, reduction, logits.dtype()));
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {

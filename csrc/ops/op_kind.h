@@ -15,10 +15,15 @@ enum class UnaryOp : uint8_t {
 enum class BinaryOp : uint8_t {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
   Eq, Ne, Lt, Le, Gt, Ge,
+  // used by backward rules (one pass instead of a mask, a cast and a multiply)
+  ReluGrad,     // (g, x):   x <= 0 ? 0 : g
+  TanhGrad,     // (g, out): g * (1 - out^2)
+  SigmoidGrad,  // (g, out): g * out * (1 - out)
 };
 
 std::string_view op_name(UnaryOp op);
 std::string_view op_name(BinaryOp op);
-constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
+constexpr bool is_backward_only(BinaryOp op) { return op >= BinaryOp::ReluGrad; }
 
 }  // namespace nexus::ops

@@ -191,6 +191,25 @@ def test_cross_entropy_is_stable_for_large_logits():
           dict(TOL, float32={"rtol": 2e-5, "atol": 1e-4}))
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_cross_entropy_gradient_is_softmax_minus_onehot(dtype, reduction):
+    # Rows with huge logits too: the fused kernel's backward reuses the forward's log-sum-exp.
+    logits = np.array([[2.0, -1.0, 0.5, 0.0], [1000.0, 0.0, -1000.0, 999.0], [-3.0, -3.0, -3.0, -3.0]])
+    labels = np.array([2, 3, 0])
+    tl = nx.tensor(logits.astype(np.float32)).astype(dtype)
+    tl.requires_grad = True
+    out = nx.cross_entropy(tl, nx.tensor(labels), reduction=reduction)
+    out.backward(nx.ones(3).astype(dtype) if reduction == "none" else None)
+    x = np.asarray(tl.detach().astype("float64").numpy())
+    p = np.exp(x - x.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    want = (p - np.eye(4)[labels]) / (3 if reduction == "mean" else 1)
+    assert tl.grad.dtype == tl.dtype
+    tol = {"float32": 1e-6, "float16": 2e-3, "bfloat16": 1e-2}[dtype]
+    np.testing.assert_allclose(tl.grad.astype("float64").numpy(), want, rtol=tol, atol=tol)
+
+
 # --------------------------------------------------------------------------- layer_norm
 
 LAYER_NORM_CASES = {

@@ -26,7 +26,7 @@ static std::vector<int64_t> grad_reads(const Node& n) {
   switch (n.kind) {
     case OpKind::Unary: set(ops::grad::saves(n.attrs.unary)); break;
     case OpKind::Binary: set(ops::grad::saves(n.attrs.binary)); break;
-    case OpKind::MatMul: r[k] = 0; break;
+    case OpKind::MatMul: case OpKind::CrossEntropy: r[k] = 0; break;
     case OpKind::Conv2d: std::fill(r.begin() + 2, r.end(), 0); break;  // reads x and w
     case OpKind::Reshape: case OpKind::MaxPool2d: case OpKind::AvgPool2d:
       std::fill(r.begin(), r.end(), 0);

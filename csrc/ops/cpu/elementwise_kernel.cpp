@@ -179,6 +179,14 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
     case BinaryOp::Le: return run_binary<B, T>(out, a, b, [](T x, T y) { return x <= y; });
     case BinaryOp::Gt: return run_binary<B, T>(out, a, b, [](T x, T y) { return x > y; });
     case BinaryOp::Ge: return run_binary<B, T>(out, a, b, [](T x, T y) { return x >= y; });
+    case BinaryOp::ReluGrad: case BinaryOp::TanhGrad: case BinaryOp::SigmoidGrad:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (op == BinaryOp::ReluGrad) return run_binary<T, T>(out, a, b, [](T g, T x) { return x <= T(0) ? T(0) : g; });
+        if (op == BinaryOp::TanhGrad) return run_binary<T, T>(out, a, b, [](T g, T y) { return g * (T(1) - y * y); });
+        return run_binary<T, T>(out, a, b, [](T g, T y) { return g * (y * (T(1) - y)); });
+      }
+      NX_ASSERT(false, op_name(op), " reached the kernel with a non-floating dtype");
+      return;
   }
 }
 
