@@ -25,4 +25,19 @@ void release(Block b);
 size_t cached_bytes();  // held for reuse, not in use
 void empty_cache();     // returns every cached block to the system
 
+// A kernel's temporary buffer of n T's from the same cache, uninitialised (a std::vector would
+// zero it, and a fresh malloc of megabytes would fault its pages in on every call).
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(size_t n) : block_(allocate(n * sizeof(T))) {}
+  ~Scratch() { release(block_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() const { return static_cast<T*>(block_.data); }
+
+ private:
+  Block block_;
+};
+
 }  // namespace nexus::alloc

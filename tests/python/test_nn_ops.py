@@ -161,6 +161,30 @@ def test_pool2d_stride_defaults_to_the_kernel_size(name, rng):
     check(getattr(nx, name)(tx, 2), getattr(ref, name)(x, 2, 2), "float64")
 
 
+@pytest.mark.parametrize("stride", [2, 1])
+def test_max_pool2d_nan_wins_and_ties_send_the_gradient_to_the_first(stride):
+    # As torch: a NaN in a window makes the output NaN; of equal maxima the first (row-major)
+    # one receives the whole gradient.
+    x = np.array([[[[1.0, 5.0, 2.0, 2.0],
+                    [5.0, 0.0, 2.0, 2.0],
+                    [np.nan, 1.0, -np.inf, -np.inf],
+                    [0.0, 3.0, -np.inf, -np.inf]]]])
+    tx = nx.tensor(x)
+    tx.requires_grad = True
+    out = nx.max_pool2d(tx, 2, stride)
+    got = out.numpy()
+    if stride == 2:
+        out.sum().backward()
+        assert got[0, 0, 0].tolist() == [5.0, 2.0]
+        assert np.isnan(got[0, 0, 1, 0]) and got[0, 0, 1, 1] == -np.inf
+        want = np.zeros_like(x)
+        want[0, 0, 0, 1] = want[0, 0, 0, 2] = want[0, 0, 2, 0] = want[0, 0, 2, 2] = 1.0
+        np.testing.assert_array_equal(tx.grad.numpy(), want)
+    else:
+        assert np.isnan(got[0, 0, 1, 0]) and np.isnan(got[0, 0, 2, 0])
+        assert got[0, 0, 0].tolist() == [5.0, 5.0, 2.0]
+
+
 # --------------------------------------------------------------------------- cross_entropy
 
 @pytest.mark.parametrize("label_dtype", ["int64", "int32"])

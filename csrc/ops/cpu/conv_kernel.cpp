@@ -1,10 +1,9 @@
 // conv2d (im2col + BLAS gemm) and 2-D max/avg pooling on contiguous NCHW buffers.
 //
-// Per image, conv2d is one gemm: y[k, oh*ow] = w[k, c*kh*kw] * col[c*kh*kw, oh*ow], where col
-// (im2col) holds, for every kernel tap, the input pixel each output position reads (0 in the
-// padding). Backward reverses it: dcol = w^T * dy scattered back by col2im gives dx, and
-// dw = sum over images of dy * col^T. A 1x1 kernel with stride 1 and no padding needs no col
-// buffer: col is the image itself.
+// conv2d is a gemm: y[k, oh*ow] = w[k, c*kh*kw] * col[c*kh*kw, oh*ow], where col (im2col) holds,
+// for every kernel tap, the input pixel each output position reads (0 in the padding); a group
+// of images shares one gemm with their columns side by side. Backward reverses it: dcol = w^T *
+// dy scattered back by col2im gives dx, and dw = dy * col^T summed over the batch.
 #include "ops/cpu/conv_kernel.h"
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "ops/blas.h"
+#include "tensor/allocator.h"
 
 namespace nexus::ops {
 namespace {
@@ -45,46 +45,43 @@ Range valid_range(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t 
 
 // ---- conv2d helpers -------------------------------------------------------------------------
 
-// A 1x1, stride-1, unpadded conv is a plain gemm on the image: no im2col needed.
-bool is_pointwise(const Conv2dGeometry& g) {
-  return g.kh == 1 && g.kw == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
-         g.pad_w == 0;
-}
-
-// Element counts the per-image gemms work with.
+// Element counts of one image.
 struct ConvSizes {
   int64_t in_img;   // c*h*w
   int64_t out_img;  // k*oh*ow
   int64_t taps;     // c*kh*kw: rows of col, columns of w
   int64_t pixels;   // oh*ow: columns of col and of y
-  int64_t col;      // taps*pixels, or 0 when no col buffer is needed
 };
 
 ConvSizes conv_sizes(const Conv2dGeometry& g) {
   const int64_t pixels = g.out_h() * g.out_w();
   const int64_t taps = g.c * g.kh * g.kw;
-  return {g.c * g.h * g.w, g.k * pixels, taps, pixels, is_pointwise(g) ? 0 : taps * pixels};
+  return {g.c * g.h * g.w, g.k * pixels, taps, pixels};
 }
 
-// col[(ci*kh + i)*kw + j][oh*ow] = x[ci][oh*sh - ph + i][ow*sw - pw + j], or 0 in the padding.
+// col[(ci*kh + i)*kw + j][p] = x[ci][oh*sh - ph + i][ow*sw - pw + j] (p = oh*ow_n + ow), or 0
+// in the padding. Rows of col are ld elements apart, so images of a group sit side by side.
 template <class T>
-void im2col(const Conv2dGeometry& g, const T* x, T* col) {
+void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t ld) {
   const int64_t oh_n = g.out_h(), ow_n = g.out_w();
   for (int64_t ci = 0; ci < g.c; ++ci) {
     const T* plane = x + ci * g.h * g.w;
     for (int64_t i = 0; i < g.kh; ++i) {
       const Range rh = valid_range(oh_n, g.h, g.stride_h, g.pad_h, i);
-      for (int64_t j = 0; j < g.kw; ++j) {
+      for (int64_t j = 0; j < g.kw; ++j, col += ld) {
         const Range rw = valid_range(ow_n, g.w, g.stride_w, g.pad_w, j);
-        for (int64_t oh = 0; oh < oh_n; ++oh, col += ow_n) {
+        // Rows are short (LeNet: 10 to 28 columns): plain loops, not a memcpy/memset call each.
+        T* out = col;
+        for (int64_t oh = 0; oh < oh_n; ++oh, out += ow_n) {
           if (oh < rh.lo || oh >= rh.hi) {
-            std::fill(col, col + ow_n, T(0));
+            for (int64_t ow = 0; ow < ow_n; ++ow) out[ow] = T(0);
             continue;
           }
           const T* src = plane + (oh * g.stride_h - g.pad_h + i) * g.w - g.pad_w + j;
-          std::fill(col, col + rw.lo, T(0));
-          for (int64_t ow = rw.lo; ow < rw.hi; ++ow) col[ow] = src[ow * g.stride_w];
-          std::fill(col + rw.hi, col + ow_n, T(0));
+          for (int64_t ow = 0; ow < rw.lo; ++ow) out[ow] = T(0);
+          if (g.stride_w == 1) for (int64_t ow = rw.lo; ow < rw.hi; ++ow) out[ow] = src[ow];
+          else for (int64_t ow = rw.lo; ow < rw.hi; ++ow) out[ow] = src[ow * g.stride_w];
+          for (int64_t ow = rw.hi; ow < ow_n; ++ow) out[ow] = T(0);
         }
       }
     }
@@ -93,90 +90,60 @@ void im2col(const Conv2dGeometry& g, const T* x, T* col) {
 
 // The adjoint of im2col: dx = 0, then each col entry is added to the pixel it was read from.
 template <class T>
-void col2im(const Conv2dGeometry& g, const T* col, T* dx) {
+void col2im(const Conv2dGeometry& g, const T* col, int64_t ld, T* dx) {
   const int64_t oh_n = g.out_h(), ow_n = g.out_w();
   std::fill(dx, dx + g.c * g.h * g.w, T(0));
   for (int64_t ci = 0; ci < g.c; ++ci) {
     T* plane = dx + ci * g.h * g.w;
     for (int64_t i = 0; i < g.kh; ++i) {
       const Range rh = valid_range(oh_n, g.h, g.stride_h, g.pad_h, i);
-      for (int64_t j = 0; j < g.kw; ++j) {
+      for (int64_t j = 0; j < g.kw; ++j, col += ld) {
         const Range rw = valid_range(ow_n, g.w, g.stride_w, g.pad_w, j);
         for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
           const T* src = col + oh * ow_n;
           T* dst = plane + (oh * g.stride_h - g.pad_h + i) * g.w - g.pad_w + j;
           for (int64_t ow = rw.lo; ow < rw.hi; ++ow) dst[ow * g.stride_w] += src[ow];
         }
-        col += oh_n * ow_n;
       }
     }
   }
 }
 
-// One image: y = bias (broadcast over pixels) or 0, then y += w * col.
-template <class T>
-void conv_image_forward(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* w,
-                        const T* bias, T* y, T* col_buf) {
-  const T* col = x;
-  if (s.col > 0) {
-    im2col(g, x, col_buf);
-    col = col_buf;
-  }
-  if (bias != nullptr) {
-    for (int64_t k = 0; k < g.k; ++k) std::fill(y + k * s.pixels, y + (k + 1) * s.pixels, bias[k]);
-  }
-  const T beta = bias != nullptr ? T(1) : T(0);
-  gemm<T>(false, false, g.k, s.pixels, s.taps, T(1), w, s.taps, col, s.pixels, beta, y, s.pixels);
+// Images are processed in groups: the group's columns side by side make one gemm of
+// k x taps x (images*pixels) instead of one small gemm per image (LeNet's second conv is
+// 16x150x100 per image, where BLAS runs far below its peak). A group's col buffer is kept
+// near kGroupElems elements.
+constexpr int64_t kGroupElems = int64_t(1) << 17;
+
+int64_t group_size(const Conv2dGeometry& g, const ConvSizes& s) {
+  return std::clamp<int64_t>(kGroupElems / std::max<int64_t>(s.taps * s.pixels, 1), 1, std::max<int64_t>(g.n, 1));
 }
 
-// One image: dcol = w^T * dy, then dx = col2im(dcol). The pointwise case writes dx directly.
-template <class T>
-void conv_image_backward_input(const Conv2dGeometry& g, const ConvSizes& s, const T* w,
-                               const T* dy, T* dx, T* col_buf) {
-  T* dcol = s.col > 0 ? col_buf : dx;
-  gemm<T>(true, false, s.taps, s.pixels, g.k, T(1), w, s.taps, dy, s.pixels, T(0), dcol, s.pixels);
-  if (s.col > 0) col2im(g, dcol, dx);
-}
-
-// dx for the whole batch; images are independent, so they run in parallel.
-template <class T>
-void conv_backward_input(const Conv2dGeometry& g, const T* w, const T* dy, T* dx) {
-  const ConvSizes s = conv_sizes(g);
-  parallel_for(g.n, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> col_buf(static_cast<size_t>(s.col));  // one per task
-    for (int64_t b = begin; b < end; ++b) {
-      conv_image_backward_input(g, s, w, dy + b * s.out_img, dx + b * s.in_img, col_buf.data());
-    }
+// Runs fn(b) for each image of [b0, b1) over the pool.
+template <class Fn>
+void for_images(int64_t b0, int64_t b1, const Fn& fn) {
+  parallel_for(b1 - b0, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = b0 + begin; b < b0 + end; ++b) fn(b);
   });
 }
 
-// dw = sum_b dy_b * col_b^T and dbias = sum over batch and pixels of dy. Serial over the batch
-// (gemm itself is multithreaded), so the sum order, and hence the result, is fixed.
+// The group's columns: im2col of images [b0, b1) side by side (ld = images*pixels).
 template <class T>
-void conv_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T* dw, T* dbias) {
-  const ConvSizes s = conv_sizes(g);
-  std::vector<T> col_buf(static_cast<size_t>(dw != nullptr ? s.col : 0));
-  std::vector<Acc> bias_acc(static_cast<size_t>(g.k), Acc(0));
-  if (dw != nullptr) std::fill(dw, dw + g.k * s.taps, T(0));
-  for (int64_t b = 0; b < g.n; ++b) {
-    const T* dy_b = dy + b * s.out_img;
-    if (dw != nullptr) {
-      const T* col = x + b * s.in_img;
-      if (s.col > 0) {
-        im2col(g, col, col_buf.data());
-        col = col_buf.data();
-      }
-      gemm<T>(false, true, g.k, s.taps, s.pixels, T(1), dy_b, s.pixels, col, s.pixels, T(1), dw,
-              s.taps);
+void group_col(const Conv2dGeometry& g, const ConvSizes& s, const T* x, int64_t b0, int64_t b1, T* col) {
+  const int64_t ld = (b1 - b0) * s.pixels;
+  for_images(b0, b1, [&](int64_t b) { im2col(g, x + b * s.in_img, col + (b - b0) * s.pixels, ld); });
+}
+
+// (k, images*pixels) <-> the images' (k, pixels) blocks of y / dy.
+template <class T>
+void gather_group(const ConvSizes& s, int64_t k, const T* y, int64_t b0, int64_t b1, T* yg) {
+  const int64_t ld = (b1 - b0) * s.pixels;
+  for_images(b0, b1, [&](int64_t b) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const T* src = y + b * s.out_img + kk * s.pixels;
+      std::copy(src, src + s.pixels, yg + kk * ld + (b - b0) * s.pixels);
     }
-    if (dbias != nullptr) {
-      for (int64_t k = 0; k < g.k; ++k) {
-        const T* row = dy_b + k * s.pixels;
-        bias_acc[k] = std::accumulate(row, row + s.pixels, bias_acc[k]);
-      }
-    }
-  }
-  if (dbias != nullptr) std::copy(bias_acc.begin(), bias_acc.end(), dbias);
+  });
 }
 
 // ---- pooling helpers ------------------------------------------------------------------------
@@ -262,19 +229,57 @@ void check_pool2d(const Pool2dGeometry& g, const char* op) {
 template <class T>
 void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const ConvSizes s = conv_sizes(g);
-  parallel_for(g.n, 1, [&](int64_t begin, int64_t end) {
-    std::vector<T> col_buf(static_cast<size_t>(s.col));  // one per task
-    for (int64_t b = begin; b < end; ++b) {
-      conv_image_forward(g, s, x + b * s.in_img, w, bias, y + b * s.out_img, col_buf.data());
-    }
-  });
+  const int64_t group = group_size(g, s);
+  alloc::Scratch<T> col(static_cast<size_t>(s.taps * s.pixels * group));
+  alloc::Scratch<T> yg(static_cast<size_t>(g.k * s.pixels * group));
+  for (int64_t b0 = 0; b0 < g.n; b0 += group) {
+    const int64_t b1 = std::min(g.n, b0 + group), ld = (b1 - b0) * s.pixels;
+    group_col(g, s, x, b0, b1, col.data());
+    gemm<T>(false, false, g.k, ld, s.taps, T(1), w, s.taps, col.data(), ld, T(0), yg.data(), ld);
+    for_images(b0, b1, [&](int64_t b) {
+      for (int64_t k = 0; k < g.k; ++k) {
+        const T* src = yg.data() + k * ld + (b - b0) * s.pixels;
+        T* dst = y + b * s.out_img + k * s.pixels;
+        const T add = bias != nullptr ? bias[k] : T(0);
+        for (int64_t p = 0; p < s.pixels; ++p) dst[p] = src[p] + add;
+      }
+    });
+  }
 }
 
+// Per group: dyg = the group's dy as (k, images*pixels); dw += dyg * col^T (one gemm whose inner
+// dimension is every pixel of the group); dcol = w^T * dyg, scattered back by col2im into dx.
+// Groups run in order and dbias sums in double, so the results do not depend on the threads.
 template <class T>
 void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw,
                      T* dbias) {
-  if (dx != nullptr) conv_backward_input(g, w, dy, dx);
-  if (dw != nullptr || dbias != nullptr) conv_backward_weight(g, x, dy, dw, dbias);
+  const ConvSizes s = conv_sizes(g);
+  const int64_t group = group_size(g, s);
+  alloc::Scratch<T> col(static_cast<size_t>(s.taps * s.pixels * group));
+  alloc::Scratch<T> dyg(static_cast<size_t>(g.k * s.pixels * group));
+  std::vector<Acc> bias_acc(static_cast<size_t>(g.k), Acc(0));
+  if (dw != nullptr) std::fill(dw, dw + g.k * s.taps, T(0));
+  for (int64_t b0 = 0; b0 < g.n; b0 += group) {
+    const int64_t b1 = std::min(g.n, b0 + group), ld = (b1 - b0) * s.pixels;
+    gather_group(s, g.k, dy, b0, b1, dyg.data());
+    if (dbias != nullptr) {
+      for (int64_t k = 0; k < g.k; ++k) {
+        const T* row = dyg.data() + k * ld;
+        bias_acc[k] = std::accumulate(row, row + ld, bias_acc[k]);
+      }
+    }
+    if (dw != nullptr) {
+      group_col(g, s, x, b0, b1, col.data());
+      gemm<T>(false, true, g.k, s.taps, ld, T(1), dyg.data(), ld, col.data(), ld, T(1), dw, s.taps);
+    }
+    if (dx != nullptr) {
+      gemm<T>(true, false, s.taps, ld, g.k, T(1), w, s.taps, dyg.data(), ld, T(0), col.data(), ld);
+      for_images(b0, b1, [&](int64_t b) {
+        col2im(g, col.data() + (b - b0) * s.pixels, ld, dx + b * s.in_img);
+      });
+    }
+  }
+  if (dbias != nullptr) std::copy(bias_acc.begin(), bias_acc.end(), dbias);
 }
 
 // ---- max pooling --------------------------------------------------------------------------------
@@ -286,6 +291,34 @@ void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argm
     const T* plane = x + p * g.h * g.w;
     T* out = y + p * oh_n * ow_n;
     int64_t* idx = argmax != nullptr ? argmax + p * oh_n * ow_n : nullptr;
+    if (g.pad == 0 && idx != nullptr) {
+      // Unpadded (every window inside): taps outermost, output columns innermost and
+      // branch-free, so a row of windows advances together instead of one window at a time
+      // mispredicting on random data. Same winner as window_max: the first maximum, or the
+      // last NaN.
+      const int64_t sw = g.stride_w, n = ow_n;
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        T* __restrict best = out + oh * ow_n;
+        int64_t* __restrict at = idx + oh * ow_n;
+        for (int64_t ow = 0; ow < n; ++ow) {
+          best[ow] = -std::numeric_limits<T>::infinity();
+          at[ow] = oh * g.stride_h * g.w + ow * sw;
+        }
+        for (int64_t i = 0; i < g.kh; ++i) {
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t base = (oh * g.stride_h + i) * g.w + j;
+            const T* __restrict row = plane + base;
+            for (int64_t ow = 0; ow < n; ++ow) {
+              const T v = row[ow * sw];
+              const bool take = (v > best[ow]) | (v != v);
+              best[ow] = take ? v : best[ow];
+              at[ow] = take ? base + ow * sw : at[ow];
+            }
+          }
+        }
+      }
+      return;
+    }
     int64_t scratch = 0;
     for (int64_t oh = 0; oh < oh_n; ++oh) {
       for (int64_t ow = 0; ow < ow_n; ++ow) {
