@@ -92,6 +92,18 @@ def test_conv2d_of_a_larger_image_matches_reference(rng):
     check(nx.conv2d(tx, tw, tb, padding=1), ref.conv2d(x, w, b, 1, 1), "float32", MATMUL_TOL)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("k, stride, padding", [(16, 1, 0), (32, 2, 0), (8, 1, 2), (16, 2, 1)])
+def test_conv2d_direct_kernels_match_reference(k, stride, padding, dtype, rng):
+    # 8, 16 or 32 output channels over few taps take the direct (not im2col) kernels, the
+    # unpadded ones register-blocked over 4 pixels: odd widths leave a remainder column.
+    tx, x = values(rng, (3, 6, 14, 13), dtype)
+    tw, w = values(rng, (k, 6, 5, 5), dtype)
+    tb, b = values(rng, (k,), dtype)
+    check(nx.conv2d(tx, tw, tb, stride=stride, padding=padding),
+          ref.conv2d(x, w, b, stride, padding), dtype, MATMUL_TOL)
+
+
 def test_matmul_with_a_numpy_operand_on_the_right(rng):
     a, b = rng.standard_normal((2, 3)), rng.standard_normal((3, 2))
     check(nx.tensor(a) @ b, a @ b, "float64")

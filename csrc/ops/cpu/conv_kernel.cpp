@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/error.h"
@@ -117,6 +119,88 @@ constexpr int64_t kGroupElems = int64_t(1) << 17;
 
 int64_t group_size(const Conv2dGeometry& g, const ConvSizes& s) {
   return std::clamp<int64_t>(kGroupElems / std::max<int64_t>(s.taps * s.pixels, 1), 1, std::max<int64_t>(g.n, 1));
+}
+
+// Small convolutions (LeNet: 6->16 channels, 5x5) run direct instead of through im2col + gemm:
+// per image, each output pixel's row of k channels accumulates x * w[tap][0..k) over the taps,
+// a k-wide vector FMA into an accumulator that stays in L1; the im2col buffer (and its trip
+// through L2) disappears. Large ones (many channels) stay with BLAS, which wins there.
+bool direct_conv(const Conv2dGeometry& g, const ConvSizes& s) {
+  return (g.k == 8 || g.k == 16 || g.k == 32) && s.taps <= 512;
+}
+
+// One image: acc[pixel][k] = bias + sum over taps; then y[k][pixel] = acc (transposed).
+// wt is w transposed to [taps][k].
+// KB: the channel count as a compile-time constant (the inner loop becomes whole vectors).
+template <class T, int64_t KB>
+void conv_image_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* wt,
+                       const T* bias, T* acc, T* y) {
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
+  constexpr int64_t K = KB;
+  for (int64_t p = 0; p < s.pixels; ++p)
+    for (int64_t k = 0; k < K; ++k) acc[p * K + k] = bias != nullptr ? bias[k] : T(0);
+  for (int64_t ci = 0; ci < g.c; ++ci) {
+    const T* plane = x + ci * g.h * g.w;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const Range rh = valid_range(oh_n, g.h, g.stride_h, g.pad_h, i);
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const Range rw = valid_range(ow_n, g.w, g.stride_w, g.pad_w, j);
+        // One vector of K channels (GCC's vector extension: left to itself GCC vectorizes
+        // across pixels instead, with strided gathers).
+        typedef T V __attribute__((vector_size(sizeof(T) * K)));
+        V wv;
+        std::memcpy(&wv, wt + ((ci * g.kh + i) * g.kw + j) * K, sizeof(V));
+        for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
+          const T* src = plane + (oh * g.stride_h - g.pad_h + i) * g.w - g.pad_w + j;
+          T* row = acc + oh * ow_n * K;
+          for (int64_t ow = rw.lo; ow < rw.hi; ++ow) {
+            V a;
+            std::memcpy(&a, row + ow * K, sizeof(V));
+            a += src[ow * g.stride_w] * wv;
+            std::memcpy(row + ow * K, &a, sizeof(V));
+          }
+        }
+      }
+    }
+  }
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t p = 0; p < s.pixels; ++p) y[k * s.pixels + p] = acc[p * K + k];
+}
+
+// The unpadded case, register-blocked: R output pixels of a row at a time, each a vector of K
+// channel sums kept in registers across all taps (no accumulator traffic through memory).
+template <class T, int64_t KB>
+void conv_image_direct_valid(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* wt,
+                             const T* bias, T* acc, T* y) {
+  constexpr int64_t K = KB, R = 4;
+  typedef T V __attribute__((vector_size(sizeof(T) * K)));  // (a `using` would drop the attribute)
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w(), sw = g.stride_w;
+  V b0{};
+  if (bias != nullptr) std::memcpy(&b0, bias, sizeof(V));
+  auto pixels = [&](int64_t oh, int64_t ow, auto r_const) {
+    constexpr int64_t r_n = decltype(r_const)::value;
+    V a[r_n];
+    for (int64_t r = 0; r < r_n; ++r) a[r] = b0;
+    const T* w = wt;
+    for (int64_t ci = 0; ci < g.c; ++ci) {
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const T* src = x + (ci * g.h + oh * g.stride_h + i) * g.w + ow * sw;
+        for (int64_t j = 0; j < g.kw; ++j, w += K) {
+          V wv;
+          std::memcpy(&wv, w, sizeof(V));
+          for (int64_t r = 0; r < r_n; ++r) a[r] += src[j + r * sw] * wv;
+        }
+      }
+    }
+    for (int64_t r = 0; r < r_n; ++r) std::memcpy(acc + (oh * ow_n + ow + r) * K, &a[r], sizeof(V));
+  };
+  for (int64_t oh = 0; oh < oh_n; ++oh) {
+    int64_t ow = 0;
+    for (; ow + R <= ow_n; ow += R) pixels(oh, ow, std::integral_constant<int64_t, R>{});
+    for (; ow < ow_n; ++ow) pixels(oh, ow, std::integral_constant<int64_t, 1>{});
+  }
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t p = 0; p < s.pixels; ++p) y[k * s.pixels + p] = acc[p * K + k];
 }
 
 // Runs fn(b) for each image of [b0, b1) over the pool.
@@ -226,60 +310,106 @@ void check_pool2d(const Pool2dGeometry& g, const char* op) {
 
 // ---- conv2d -------------------------------------------------------------------------------------
 
+// Groups are independent forward, so they run in parallel, each task with its own scratch (the
+// gemms inside then run inline). A single group (one huge image) keeps the pool for its gemm.
 template <class T>
 void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const ConvSizes s = conv_sizes(g);
-  const int64_t group = group_size(g, s);
-  alloc::Scratch<T> col(static_cast<size_t>(s.taps * s.pixels * group));
-  alloc::Scratch<T> yg(static_cast<size_t>(g.k * s.pixels * group));
-  for (int64_t b0 = 0; b0 < g.n; b0 += group) {
-    const int64_t b1 = std::min(g.n, b0 + group), ld = (b1 - b0) * s.pixels;
-    group_col(g, s, x, b0, b1, col.data());
-    gemm<T>(false, false, g.k, ld, s.taps, T(1), w, s.taps, col.data(), ld, T(0), yg.data(), ld);
-    for_images(b0, b1, [&](int64_t b) {
-      for (int64_t k = 0; k < g.k; ++k) {
-        const T* src = yg.data() + k * ld + (b - b0) * s.pixels;
-        T* dst = y + b * s.out_img + k * s.pixels;
-        const T add = bias != nullptr ? bias[k] : T(0);
-        for (int64_t p = 0; p < s.pixels; ++p) dst[p] = src[p] + add;
-      }
+  if (direct_conv(g, s)) {
+    alloc::Scratch<T> wt(static_cast<size_t>(s.taps * g.k));
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t t = 0; t < s.taps; ++t) wt.data()[t * g.k + k] = w[k * s.taps + t];
+    parallel_for(g.n, 1, [&](int64_t b0, int64_t b1) {
+      alloc::Scratch<T> acc(static_cast<size_t>(s.pixels * g.k));
+      const bool valid = g.pad_h == 0 && g.pad_w == 0;
+      auto image = valid ? (g.k == 8    ? conv_image_direct_valid<T, 8>
+                            : g.k == 16 ? conv_image_direct_valid<T, 16>
+                                        : conv_image_direct_valid<T, 32>)
+                         : (g.k == 8    ? conv_image_direct<T, 8>
+                            : g.k == 16 ? conv_image_direct<T, 16>
+                                        : conv_image_direct<T, 32>);
+      for (int64_t b = b0; b < b1; ++b)
+        image(g, s, x + b * s.in_img, wt.data(), bias, acc.data(), y + b * s.out_img);
     });
+    return;
   }
+  const int64_t group = group_size(g, s), groups = ceil_div(g.n, group);
+  parallel_for(groups, 1, [&](int64_t q0, int64_t q1) {
+    alloc::Scratch<T> col(static_cast<size_t>(s.taps * s.pixels * group));
+    alloc::Scratch<T> yg(static_cast<size_t>(g.k * s.pixels * group));
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t b0 = q * group, b1 = std::min(g.n, b0 + group), ld = (b1 - b0) * s.pixels;
+      group_col(g, s, x, b0, b1, col.data());
+      gemm<T>(false, false, g.k, ld, s.taps, T(1), w, s.taps, col.data(), ld, T(0), yg.data(), ld);
+      for_images(b0, b1, [&](int64_t b) {
+        for (int64_t k = 0; k < g.k; ++k) {
+          const T* src = yg.data() + k * ld + (b - b0) * s.pixels;
+          T* dst = y + b * s.out_img + k * s.pixels;
+          const T add = bias != nullptr ? bias[k] : T(0);
+          for (int64_t p = 0; p < s.pixels; ++p) dst[p] = src[p] + add;
+        }
+      });
+    }
+  });
 }
 
 // Per group: dyg = the group's dy as (k, images*pixels); dw += dyg * col^T (one gemm whose inner
 // dimension is every pixel of the group); dcol = w^T * dyg, scattered back by col2im into dx.
-// Groups run in order and dbias sums in double, so the results do not depend on the threads.
+// The groups are cut into one contiguous run per thread; each run sums its own dw and dbias
+// (dbias in double), and the runs are added in order, so the result is the same on every call
+// with the same thread count.
 template <class T>
 void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw,
                      T* dbias) {
   const ConvSizes s = conv_sizes(g);
-  const int64_t group = group_size(g, s);
-  alloc::Scratch<T> col(static_cast<size_t>(s.taps * s.pixels * group));
-  alloc::Scratch<T> dyg(static_cast<size_t>(g.k * s.pixels * group));
-  std::vector<Acc> bias_acc(static_cast<size_t>(g.k), Acc(0));
-  if (dw != nullptr) std::fill(dw, dw + g.k * s.taps, T(0));
-  for (int64_t b0 = 0; b0 < g.n; b0 += group) {
-    const int64_t b1 = std::min(g.n, b0 + group), ld = (b1 - b0) * s.pixels;
-    gather_group(s, g.k, dy, b0, b1, dyg.data());
-    if (dbias != nullptr) {
-      for (int64_t k = 0; k < g.k; ++k) {
-        const T* row = dyg.data() + k * ld;
-        bias_acc[k] = std::accumulate(row, row + ld, bias_acc[k]);
+  const int64_t group = group_size(g, s), groups = ceil_div(g.n, group);
+  const int64_t runs = std::max<int64_t>(1, std::min<int64_t>(groups, num_threads()));
+  const int64_t dw_size = g.k * s.taps;
+  alloc::Scratch<T> dw_runs(static_cast<size_t>(dw != nullptr ? runs * dw_size : 0));
+  std::vector<Acc> bias_runs(static_cast<size_t>(runs * g.k), Acc(0));
+  parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+    alloc::Scratch<T> col(static_cast<size_t>(s.taps * s.pixels * group));
+    alloc::Scratch<T> dyg(static_cast<size_t>(g.k * s.pixels * group));
+    for (int64_t r = r0; r < r1; ++r) {
+      T* dw_r = dw != nullptr ? dw_runs.data() + r * dw_size : nullptr;
+      Acc* bias_r = bias_runs.data() + r * g.k;
+      if (dw_r != nullptr) std::fill(dw_r, dw_r + dw_size, T(0));
+      for (int64_t q = r * groups / runs; q < (r + 1) * groups / runs; ++q) {
+        const int64_t b0 = q * group, b1 = std::min(g.n, b0 + group), ld = (b1 - b0) * s.pixels;
+        gather_group(s, g.k, dy, b0, b1, dyg.data());
+        if (dbias != nullptr) {
+          for (int64_t k = 0; k < g.k; ++k) {
+            const T* row = dyg.data() + k * ld;
+            bias_r[k] = std::accumulate(row, row + ld, bias_r[k]);
+          }
+        }
+        if (dw_r != nullptr) {
+          group_col(g, s, x, b0, b1, col.data());
+          gemm<T>(false, true, g.k, s.taps, ld, T(1), dyg.data(), ld, col.data(), ld, T(1), dw_r, s.taps);
+        }
+        if (dx != nullptr) {
+          gemm<T>(true, false, s.taps, ld, g.k, T(1), w, s.taps, dyg.data(), ld, T(0), col.data(), ld);
+          for_images(b0, b1, [&](int64_t b) {
+            col2im(g, col.data() + (b - b0) * s.pixels, ld, dx + b * s.in_img);
+          });
+        }
       }
     }
-    if (dw != nullptr) {
-      group_col(g, s, x, b0, b1, col.data());
-      gemm<T>(false, true, g.k, s.taps, ld, T(1), dyg.data(), ld, col.data(), ld, T(1), dw, s.taps);
-    }
-    if (dx != nullptr) {
-      gemm<T>(true, false, s.taps, ld, g.k, T(1), w, s.taps, dyg.data(), ld, T(0), col.data(), ld);
-      for_images(b0, b1, [&](int64_t b) {
-        col2im(g, col.data() + (b - b0) * s.pixels, ld, dx + b * s.in_img);
-      });
+  });
+  if (dw != nullptr) {
+    std::copy(dw_runs.data(), dw_runs.data() + dw_size, dw);
+    for (int64_t r = 1; r < runs; ++r) {
+      const T* part = dw_runs.data() + r * dw_size;
+      for (int64_t i = 0; i < dw_size; ++i) dw[i] += part[i];
     }
   }
-  if (dbias != nullptr) std::copy(bias_acc.begin(), bias_acc.end(), dbias);
+  if (dbias != nullptr) {
+    for (int64_t k = 0; k < g.k; ++k) {
+      Acc sum = 0;
+      for (int64_t r = 0; r < runs; ++r) sum += bias_runs[r * g.k + k];
+      dbias[k] = static_cast<T>(sum);
+    }
+  }
 }
 
 // ---- max pooling --------------------------------------------------------------------------------
