@@ -125,6 +125,15 @@ CASES = {
         lambda x, w, b: nx.conv2d(x, w, b, stride=2, padding=1),
         [normal(1, 2, 5, 4), normal(3, 2, 3, 2), normal(3)]),
     "conv2d_no_bias": (lambda x, w: nx.conv2d(x, w), [normal(2, 1, 4, 4), normal(2, 1, 2, 2)]),
+    "conv2d_stride1_padded": (lambda x, w: nx.conv2d(x, w, padding=1),
+                              [normal(2, 2, 4, 5), normal(3, 2, 3, 2)]),
+    "conv2d_stride1_pad_beyond_kernel": (lambda x, w: nx.conv2d(x, w, padding=1),
+                                         [normal(1, 2, 3, 3), normal(2, 2, 1, 1)]),
+    # up to 32 output channels take the direct kernels (forward and weight gradient)
+    "conv2d_direct": (lambda x, w, b: nx.conv2d(x, w, b), [normal(2, 2, 4, 7), normal(8, 2, 2, 3), normal(8)]),
+    "conv2d_direct_padded_strided": (
+        lambda x, w, b: nx.conv2d(x, w, b, stride=2, padding=1),
+        [normal(2, 1, 5, 6), normal(8, 1, 3, 3), normal(8)]),
     "max_pool2d": (lambda x: nx.max_pool2d(x, 2), [normal(1, 2, 4, 4)]),
     "max_pool2d_overlapping": (lambda x: nx.max_pool2d(x, 2, 1), [normal(1, 1, 4, 4)]),
     "avg_pool2d": (lambda x: nx.avg_pool2d(x, 2), [normal(1, 2, 4, 4)]),

@@ -121,56 +121,44 @@ int64_t group_size(const Conv2dGeometry& g, const ConvSizes& s) {
   return std::clamp<int64_t>(kGroupElems / std::max<int64_t>(s.taps * s.pixels, 1), 1, std::max<int64_t>(g.n, 1));
 }
 
-// Small convolutions (LeNet: 6->16 channels, 5x5) run direct instead of through im2col + gemm:
+// Small convolutions (LeNet: 1->6 and 6->16 channels, 5x5) run direct instead of through im2col + gemm:
 // per image, each output pixel's row of k channels accumulates x * w[tap][0..k) over the taps,
 // a k-wide vector FMA into an accumulator that stays in L1; the im2col buffer (and its trip
 // through L2) disappears. Large ones (many channels) stay with BLAS, which wins there.
-bool direct_conv(const Conv2dGeometry& g, const ConvSizes& s) {
-  return (g.k == 8 || g.k == 16 || g.k == 32) && s.taps <= 512;
+bool direct_conv(const Conv2dGeometry& g, const ConvSizes& s) { return g.k <= 32 && s.taps <= 512; }
+
+// The channel vector width of the direct kernels: k rounded up to 8, 16 or 32 (the extra
+// channels carry zero weights and are never written out).
+int64_t direct_width(int64_t k) { return k <= 8 ? 8 : k <= 16 ? 16 : 32; }
+
+// A padded conv runs the unpadded kernels on a zero-padded copy of the image (c planes of
+// (h + 2*pad_h) x (w + 2*pad_w)); returns that copy's geometry.
+Conv2dGeometry unpadded(const Conv2dGeometry& g) {
+  Conv2dGeometry p = g;
+  p.h += 2 * g.pad_h;
+  p.w += 2 * g.pad_w;
+  p.pad_h = p.pad_w = 0;
+  return p;
 }
 
-// One image: acc[pixel][k] = bias + sum over taps; then y[k][pixel] = acc (transposed).
-// wt is w transposed to [taps][k].
-// KB: the channel count as a compile-time constant (the inner loop becomes whole vectors).
+template <class T>
+const T* pad_image(const Conv2dGeometry& g, const T* x, T* padded) {
+  if (g.pad_h == 0 && g.pad_w == 0) return x;
+  const int64_t ph = g.h + 2 * g.pad_h, pw = g.w + 2 * g.pad_w;
+  std::fill(padded, padded + g.c * ph * pw, T(0));
+  for (int64_t ci = 0; ci < g.c; ++ci)
+    for (int64_t r = 0; r < g.h; ++r) {
+      const T* src = x + (ci * g.h + r) * g.w;
+      std::copy(src, src + g.w, padded + (ci * ph + r + g.pad_h) * pw + g.pad_w);
+    }
+  return padded;
+}
+
+// One unpadded image, register-blocked: R output pixels of a row at a time, each a vector of K
+// channel sums kept in registers across all taps; then y[k][pixel] = acc[pixel][k]. wt is w
+// transposed to [tap][K] (zero beyond k), bias K wide.
 template <class T, int64_t KB>
 void conv_image_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* wt,
-                       const T* bias, T* acc, T* y) {
-  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
-  constexpr int64_t K = KB;
-  for (int64_t p = 0; p < s.pixels; ++p)
-    for (int64_t k = 0; k < K; ++k) acc[p * K + k] = bias != nullptr ? bias[k] : T(0);
-  for (int64_t ci = 0; ci < g.c; ++ci) {
-    const T* plane = x + ci * g.h * g.w;
-    for (int64_t i = 0; i < g.kh; ++i) {
-      const Range rh = valid_range(oh_n, g.h, g.stride_h, g.pad_h, i);
-      for (int64_t j = 0; j < g.kw; ++j) {
-        const Range rw = valid_range(ow_n, g.w, g.stride_w, g.pad_w, j);
-        // One vector of K channels (GCC's vector extension: left to itself GCC vectorizes
-        // across pixels instead, with strided gathers).
-        typedef T V __attribute__((vector_size(sizeof(T) * K)));
-        V wv;
-        std::memcpy(&wv, wt + ((ci * g.kh + i) * g.kw + j) * K, sizeof(V));
-        for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
-          const T* src = plane + (oh * g.stride_h - g.pad_h + i) * g.w - g.pad_w + j;
-          T* row = acc + oh * ow_n * K;
-          for (int64_t ow = rw.lo; ow < rw.hi; ++ow) {
-            V a;
-            std::memcpy(&a, row + ow * K, sizeof(V));
-            a += src[ow * g.stride_w] * wv;
-            std::memcpy(row + ow * K, &a, sizeof(V));
-          }
-        }
-      }
-    }
-  }
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t p = 0; p < s.pixels; ++p) y[k * s.pixels + p] = acc[p * K + k];
-}
-
-// The unpadded case, register-blocked: R output pixels of a row at a time, each a vector of K
-// channel sums kept in registers across all taps (no accumulator traffic through memory).
-template <class T, int64_t KB>
-void conv_image_direct_valid(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* wt,
                              const T* bias, T* acc, T* y) {
   constexpr int64_t K = KB, R = 4;
   typedef T V __attribute__((vector_size(sizeof(T) * K)));  // (a `using` would drop the attribute)
@@ -199,8 +187,51 @@ void conv_image_direct_valid(const Conv2dGeometry& g, const ConvSizes& s, const 
     for (; ow + R <= ow_n; ow += R) pixels(oh, ow, std::integral_constant<int64_t, R>{});
     for (; ow < ow_n; ++ow) pixels(oh, ow, std::integral_constant<int64_t, 1>{});
   }
-  for (int64_t k = 0; k < K; ++k)
+  for (int64_t k = 0; k < g.k; ++k)
     for (int64_t p = 0; p < s.pixels; ++p) y[k * s.pixels + p] = acc[p * K + k];
+}
+
+// The weight gradient of one image, direct (the same k as the forward, K = its vector width): for every tap,
+// dwt[tap][0..k) += sum over pixels of x[pixel + tap] * dy[0..k)[pixel], four pixels' products
+// summed in separate registers. dyt: scratch of pixels*K for dy transposed to [pixel][k].
+template <class T, int64_t KB>
+void conv_image_dw_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* dy,
+                          T* dyt, T* dwt) {
+  constexpr int64_t K = KB;
+  typedef T V __attribute__((vector_size(sizeof(T) * K)));  // (a `using` would drop the attribute)
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w(), sw = g.stride_w;
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t p = 0; p < s.pixels; ++p) dyt[p * K + k] = k < g.k ? dy[k * s.pixels + p] : T(0);
+  auto load = [](const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof(V));
+    return v;
+  };
+  T* w = dwt;
+  for (int64_t ci = 0; ci < g.c; ++ci) {
+    const T* plane = x + ci * g.h * g.w;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const Range rh = valid_range(oh_n, g.h, g.stride_h, g.pad_h, i);
+      for (int64_t j = 0; j < g.kw; ++j, w += K) {
+        const Range rw = valid_range(ow_n, g.w, g.stride_w, g.pad_w, j);
+        V a0{}, a1{}, a2{}, a3{};
+        for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
+          const T* src = plane + (oh * g.stride_h - g.pad_h + i) * g.w - g.pad_w + j;
+          const T* d = dyt + oh * ow_n * K;
+          int64_t ow = rw.lo;
+          for (; ow + 4 <= rw.hi; ow += 4) {
+            a0 += src[ow * sw] * load(d + ow * K);
+            a1 += src[(ow + 1) * sw] * load(d + (ow + 1) * K);
+            a2 += src[(ow + 2) * sw] * load(d + (ow + 2) * K);
+            a3 += src[(ow + 3) * sw] * load(d + (ow + 3) * K);
+          }
+          for (; ow < rw.hi; ++ow) a0 += src[ow * sw] * load(d + ow * K);
+        }
+        V sum = load(w) + ((a0 + a1) + (a2 + a3));
+        std::memcpy(w, &sum, sizeof(V));
+      }
+    }
+  }
 }
 
 // Runs fn(b) for each image of [b0, b1) over the pool.
@@ -316,20 +347,20 @@ template <class T>
 void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const ConvSizes s = conv_sizes(g);
   if (direct_conv(g, s)) {
-    alloc::Scratch<T> wt(static_cast<size_t>(s.taps * g.k));
-    for (int64_t k = 0; k < g.k; ++k)
-      for (int64_t t = 0; t < s.taps; ++t) wt.data()[t * g.k + k] = w[k * s.taps + t];
+    const int64_t kb = direct_width(g.k);
+    alloc::Scratch<T> wt(static_cast<size_t>(s.taps * kb)), bias_kb(static_cast<size_t>(kb));
+    for (int64_t t = 0; t < s.taps; ++t)
+      for (int64_t k = 0; k < kb; ++k) wt.data()[t * kb + k] = k < g.k ? w[k * s.taps + t] : T(0);
+    for (int64_t k = 0; k < kb; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
+    auto image = kb == 8 ? conv_image_direct<T, 8> : kb == 16 ? conv_image_direct<T, 16>
+                                                           : conv_image_direct<T, 32>;
+    const Conv2dGeometry gp = unpadded(g);
     parallel_for(g.n, 1, [&](int64_t b0, int64_t b1) {
-      alloc::Scratch<T> acc(static_cast<size_t>(s.pixels * g.k));
-      const bool valid = g.pad_h == 0 && g.pad_w == 0;
-      auto image = valid ? (g.k == 8    ? conv_image_direct_valid<T, 8>
-                            : g.k == 16 ? conv_image_direct_valid<T, 16>
-                                        : conv_image_direct_valid<T, 32>)
-                         : (g.k == 8    ? conv_image_direct<T, 8>
-                            : g.k == 16 ? conv_image_direct<T, 16>
-                                        : conv_image_direct<T, 32>);
-      for (int64_t b = b0; b < b1; ++b)
-        image(g, s, x + b * s.in_img, wt.data(), bias, acc.data(), y + b * s.out_img);
+      alloc::Scratch<T> acc(static_cast<size_t>(s.pixels * kb)), xp(static_cast<size_t>(gp.c * gp.h * gp.w));
+      for (int64_t b = b0; b < b1; ++b) {
+        const T* xb = pad_image(g, x + b * s.in_img, xp.data());
+        image(gp, s, xb, wt.data(), bias_kb.data(), acc.data(), y + b * s.out_img);
+      }
     });
     return;
   }
@@ -353,6 +384,50 @@ void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bi
   });
 }
 
+// dw and dbias with the direct kernel: one partial per thread's run of images, added in order.
+template <class T>
+void conv_backward_weight_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* dy,
+                                 T* dw, T* dbias) {
+  const int64_t runs = std::max<int64_t>(1, std::min<int64_t>(g.n, num_threads()));
+  const int64_t kb = direct_width(g.k), dw_size = kb * s.taps;
+  alloc::Scratch<T> dwt_runs(static_cast<size_t>(runs * dw_size));  // [run][tap][kb]
+  std::vector<Acc> bias_runs(static_cast<size_t>(runs * g.k), Acc(0));
+  auto image = kb == 8 ? conv_image_dw_direct<T, 8> : kb == 16 ? conv_image_dw_direct<T, 16>
+                                                               : conv_image_dw_direct<T, 32>;
+  const Conv2dGeometry gp = unpadded(g);
+  parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
+    alloc::Scratch<T> dyt(static_cast<size_t>(s.pixels * kb)), xp(static_cast<size_t>(gp.c * gp.h * gp.w));
+    for (int64_t r = r0; r < r1; ++r) {
+      T* dwt = dwt_runs.data() + r * dw_size;
+      std::fill(dwt, dwt + dw_size, T(0));
+      for (int64_t b = r * g.n / runs; b < (r + 1) * g.n / runs; ++b) {
+        const T* dy_b = dy + b * s.out_img;
+        if (dw != nullptr) image(gp, s, pad_image(g, x + b * s.in_img, xp.data()), dy_b, dyt.data(), dwt);
+        for (int64_t k = 0; k < g.k; ++k) {
+          const T* row = dy_b + k * s.pixels;
+          bias_runs[r * g.k + k] = std::accumulate(row, row + s.pixels, bias_runs[r * g.k + k]);
+        }
+      }
+    }
+  });
+  if (dw != nullptr) {
+    for (int64_t k = 0; k < g.k; ++k) {
+      for (int64_t t = 0; t < s.taps; ++t) {
+        T sum = dwt_runs.data()[t * kb + k];
+        for (int64_t r = 1; r < runs; ++r) sum += dwt_runs.data()[r * dw_size + t * kb + k];
+        dw[k * s.taps + t] = sum;
+      }
+    }
+  }
+  if (dbias != nullptr) {
+    for (int64_t k = 0; k < g.k; ++k) {
+      Acc sum = 0;
+      for (int64_t r = 0; r < runs; ++r) sum += bias_runs[r * g.k + k];
+      dbias[k] = static_cast<T>(sum);
+    }
+  }
+}
+
 // Per group: dyg = the group's dy as (k, images*pixels); dw += dyg * col^T (one gemm whose inner
 // dimension is every pixel of the group); dcol = w^T * dyg, scattered back by col2im into dx.
 // The groups are cut into one contiguous run per thread; each run sums its own dw and dbias
@@ -362,6 +437,11 @@ template <class T>
 void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw,
                      T* dbias) {
   const ConvSizes s = conv_sizes(g);
+  if (direct_conv(g, s) && (dw != nullptr || dbias != nullptr)) {
+    conv_backward_weight_direct(g, s, x, dy, dw, dbias);
+    dw = dbias = nullptr;
+  }
+  if (dx == nullptr && dw == nullptr && dbias == nullptr) return;
   const int64_t group = group_size(g, s), groups = ceil_div(g.n, group);
   const int64_t runs = std::max<int64_t>(1, std::min<int64_t>(groups, num_threads()));
   const int64_t dw_size = g.k * s.taps;
