@@ -191,7 +191,7 @@ void conv_image_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, 
     for (int64_t p = 0; p < s.pixels; ++p) y[k * s.pixels + p] = acc[p * K + k];
 }
 
-// The weight gradient of one image, direct (the same k as the forward, K = its vector width): for every tap,
+// The weight gradient of one unpadded image, direct (the same k as the forward, K = its vector width): for every tap,
 // dwt[tap][0..k) += sum over pixels of x[pixel + tap] * dy[0..k)[pixel], four pixels' products
 // summed in separate registers. dyt: scratch of pixels*K for dy transposed to [pixel][k].
 template <class T, int64_t KB>
@@ -209,23 +209,20 @@ void conv_image_dw_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* 
   };
   T* w = dwt;
   for (int64_t ci = 0; ci < g.c; ++ci) {
-    const T* plane = x + ci * g.h * g.w;
     for (int64_t i = 0; i < g.kh; ++i) {
-      const Range rh = valid_range(oh_n, g.h, g.stride_h, g.pad_h, i);
       for (int64_t j = 0; j < g.kw; ++j, w += K) {
-        const Range rw = valid_range(ow_n, g.w, g.stride_w, g.pad_w, j);
         V a0{}, a1{}, a2{}, a3{};
-        for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
-          const T* src = plane + (oh * g.stride_h - g.pad_h + i) * g.w - g.pad_w + j;
+        for (int64_t oh = 0; oh < oh_n; ++oh) {
+          const T* src = x + (ci * g.h + oh * g.stride_h + i) * g.w + j;
           const T* d = dyt + oh * ow_n * K;
-          int64_t ow = rw.lo;
-          for (; ow + 4 <= rw.hi; ow += 4) {
+          int64_t ow = 0;
+          for (; ow + 4 <= ow_n; ow += 4) {
             a0 += src[ow * sw] * load(d + ow * K);
             a1 += src[(ow + 1) * sw] * load(d + (ow + 1) * K);
             a2 += src[(ow + 2) * sw] * load(d + (ow + 2) * K);
             a3 += src[(ow + 3) * sw] * load(d + (ow + 3) * K);
           }
-          for (; ow < rw.hi; ++ow) a0 += src[ow * sw] * load(d + ow * K);
+          for (; ow < ow_n; ++ow) a0 += src[ow * sw] * load(d + ow * K);
         }
         V sum = load(w) + ((a0 + a1) + (a2 + a3));
         std::memcpy(w, &sum, sizeof(V));
