@@ -31,8 +31,10 @@ class Lowering {
       out_.consts.push_back(n.attrs.floats[0]);
       reg_[v] = emit({InstrOp::Const, g_.value(v).dtype, out_.kernel.num_consts++});
     }
-    out_.kernel.ndim = int(g_.value(g_.nodes()[size_t(grp.nodes[0])].outputs[0]).shape.size());
     for (int i : grp.nodes) node(g_.nodes()[size_t(i)]);
+    // Only a reduction's axes refer to the rank; elementwise kernels serve every rank.
+    if (out_.kernel.has_reduce())
+      out_.kernel.ndim = int(g_.value(g_.nodes()[size_t(grp.nodes[0])].outputs[0]).shape.size());
     if (!out_.kernel.has_reduce())
       for (int v : grp.outputs) out_.kernel.outputs.push_back(reg_.at(v));
     out_.kernel.verify();

@@ -131,11 +131,12 @@ ProgramStats Program::stats() const {
 }
 
 Program::Fn Program::variant(const std::vector<Access>& access) {
+  const bool jit = jit_enabled();
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = variants_.find(access);
+  auto it = variants_.find({access, jit});
   if (it != variants_.end()) return it->second;
   Fn fn = nullptr;
-  if (jit_enabled()) {
+  if (jit) {
     const std::string k = key(access);
     Source src = render(kernel_, access, Dialect::Cpp, k);
     Loaded l = load_or_build(k, src.name, src.text);
@@ -149,7 +150,7 @@ Program::Fn Program::variant(const std::vector<Access>& access) {
   } else {
     ++stats_.interpreted;
   }
-  variants_.emplace(access, fn);
+  variants_.emplace(std::make_pair(access, jit), fn);
   return fn;
 }
 

@@ -51,7 +51,7 @@ class Program {
   FusedKernel kernel_;
   std::string name_;
   mutable std::mutex mu_;
-  std::map<std::vector<Access>, Fn> variants_;
+  std::map<std::pair<std::vector<Access>, bool>, Fn> variants_;  // (access, compiled?)
   ProgramStats stats_;
 };
 
