@@ -157,3 +157,12 @@ def test_random_chains_match_eager(monkeypatch, ops, dt, shapes, reduce, seed):
     else:
         tol = 1e-2 if ref.dtype in (nx.float16, nx.bfloat16) else 1e-5
         np.testing.assert_allclose(g, r, rtol=tol, atol=tol)
+
+
+def test_strided_and_broadcast_inputs_in_a_compiled_kernel(rng):
+    """A transposed (strided) input and a broadcast row: the kernel's other access variants."""
+    a = nx.tensor(rng.standard_normal((40, 30)).astype(np.float32))
+    b = nx.tensor(rng.standard_normal(40).astype(np.float32))
+    f = nx.jit(lambda a, b: chain(a.T * b))
+    np.testing.assert_array_equal(f(a, b).numpy(), chain(a.T * b).numpy())
+    assert f.stats()["kernels"] == 1
