@@ -50,10 +50,15 @@ void bind_codegen(py::module_& parent) {
         return py::dict(py::arg("compiles") = s.compiles, py::arg("cache_hits") = s.cache_hits,
                         py::arg("compile_seconds") = s.compile_seconds, py::arg("interpreted") = s.interpreted);
       });
-  m.def("lower", [](const graph::Graph& g, const graph::FusionGroup& grp) {
-    codegen::Lowered l = codegen::lower(g, grp);
-    return py::make_tuple(codegen::get_program(l.kernel), l.consts);
-  });
+  py::class_<codegen::FusedGroup>(m, "FusedGroup")
+      .def_readonly("group", &codegen::FusedGroup::group)
+      .def_readonly("program", &codegen::FusedGroup::program)
+      .def_readonly("consts", &codegen::FusedGroup::consts);
+  py::class_<codegen::FusedGraph>(m, "FusedGraph")
+      .def_readonly("groups", &codegen::FusedGraph::groups)
+      .def_readonly("refusals", &codegen::FusedGraph::refusals);
+  m.def("fuse_graph", [](const graph::Graph& g, const std::vector<int>& roots) { return codegen::fuse_graph(g, roots); },
+        py::arg("graph"), py::arg("roots"), nogil);
 
   m.def("config", [] {
     const codegen::Compiler& c = codegen::host_compiler();

@@ -187,23 +187,20 @@ class _Plan:
         self.roots = roots
         self.captures = tracer.captures
         self.arg_values = [tracer.values[id(a)] if isinstance(a, Tensor) else None for a in args]
-        fusion = _CG.fuse(g, roots)
-        self.refusals = list(fusion.refusals)
-        self.groups = list(fusion.groups)
-        last = {grp.nodes[-1]: k for k, grp in enumerate(self.groups)}
-        member = {n for grp in self.groups for n in grp.nodes}
-        self.kernels = []  # (group, program, consts)
+        fused = _CG.fuse_graph(g, roots)
+        self.refusals = list(fused.refusals)
+        self.kernels = [(fg.group, fg.program, list(fg.consts)) for fg in fused.groups]
+        last = {grp.nodes[-1]: k for k, (grp, _, _) in enumerate(self.kernels)}
+        member = {n for grp, _, _ in self.kernels for n in grp.nodes}
         steps = []
         for node in range(g.num_nodes):
             if node in last:
-                grp = self.groups[last[node]]
-                program, consts = _CG.lower(g, grp)
-                self.kernels.append((grp, program, consts))
+                grp, program, consts = self.kernels[last[node]]
                 steps.append(("kernel", list(grp.inputs), list(grp.outputs), (program, consts)))
             elif node not in member:
-                v = node_value = g.node_output(node)
+                v = g.node_output(node)
                 if v in tracer.calls:
-                    name, tmpl = tracer.calls[node_value]
+                    name, tmpl = tracer.calls[v]
                     steps.append(("op", _values_in(tmpl), [v], (getattr(_C, name), tmpl)))
         needed = set(roots)
         kept = []
