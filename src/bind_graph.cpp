@@ -13,12 +13,12 @@ using graph::Graph;
 using graph::OpKind;
 
 static graph::Attrs attrs(ops::UnaryOp u, ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats) {
-  return graph::Attrs{u, b, std::move(ints), std::move(floats)};
+  return graph::Attrs{u, b, std::move(ints), std::move(floats), 0, false};
 }
 
 void bind_graph(py::module_& m) {
   py::enum_<OpKind> kind(m, "OpKind");
-  for (int k = int(OpKind::Input); k <= int(OpKind::GradSum); ++k)
+  for (int k = int(OpKind::Input); k <= int(OpKind::Opaque); ++k)
     kind.value(graph::kind_name(OpKind(k)), OpKind(k));
   m.attr("kBatch") = graph::kBatch;
 
@@ -33,10 +33,19 @@ void bind_graph(py::module_& m) {
       }, py::arg("kind"), py::arg("inputs"), py::arg("name"), py::arg("unary") = ops::UnaryOp::Neg,
          py::arg("binary") = ops::BinaryOp::Add, py::arg("ints") = std::vector<int64_t>{},
          py::arg("floats") = std::vector<double>{})
+      .def("add_traced", [](Graph& g, OpKind k, std::vector<int> in, const std::string& name, ops::UnaryOp u,
+                            ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats,
+                            int reduce, bool keepdims, Shape shape, DType dtype) {
+        graph::Attrs a = attrs(u, b, std::move(ints), std::move(floats));
+        a.reduce = uint8_t(reduce);
+        a.keepdims = keepdims;
+        return g.add_node(k, std::move(in), std::move(a), name, std::move(shape), dtype);
+      })
       .def("value_shape", [](const Graph& g, int v) { return g.value(v).shape; })
       .def("value_dtype", [](const Graph& g, int v) { return g.value(v).dtype; })
       .def("infer_shapes", &engine::infer_shapes)
       .def("dump", &Graph::dump)
+      .def("node_output", [](const Graph& g, size_t i) { return g.nodes().at(i).outputs.at(0); })
       .def_readwrite("output", &Graph::output)
       .def_readwrite("loss", &Graph::loss)
       .def_readonly("params", &Graph::params)

@@ -16,5 +16,6 @@ void bind_graph(pybind11::module_& m);
 void bind_data(pybind11::module_& m);
 void bind_optim(pybind11::module_& m);
 void bind_comm(pybind11::module_& m);
+void bind_codegen(pybind11::module_& m);
 
 }  // namespace nexus::python

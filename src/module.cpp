@@ -11,4 +11,5 @@ PYBIND11_MODULE(_C, m) {
   nexus::python::bind_data(m);
   nexus::python::bind_optim(m);
   nexus::python::bind_comm(m);
+  nexus::python::bind_codegen(m);
 }

@@ -11,6 +11,9 @@ const std::vector<Knob>& knobs() {
   static const std::vector<Knob> list = {
       {"NEXUS_NUM_THREADS", "", "intra-op threads for kernels and BLAS (default: the cores this process may use)"},
       {"NEXUS_ALLOC_CACHE_MB", "1024", "MiB of freed tensor memory kept for reuse (0: give it back at once)"},
+      {"NEXUS_JIT", "1", "1: compile fused kernels with the C++ compiler ($CXX or c++); 0: run them in the interpreter"},
+      {"NEXUS_CACHE_DIR", "", "compiled-kernel cache (default: $XDG_CACHE_HOME/nexus or ~/.cache/nexus)"},
+      {"NEXUS_JIT_CXXFLAGS", "-O3 -march=native", "optimisation flags for fused kernels (-std=c++20 -fPIC -shared are always added)"},
   };
   return list;
 }

@@ -8,7 +8,8 @@ const char* kind_name(OpKind k) {
   static const char* names[] = {"input", "param", "buffer", "unary", "binary", "matmul", "reshape",
                                 "conv2d", "max_pool2d", "avg_pool2d", "dropout", "batch_norm",
                                 "layer_norm", "softmax", "log_softmax", "cross_entropy", "concat",
-                                "ones_like", "grad", "grad_sum"};
+                                "ones_like", "grad", "grad_sum", "const", "cast", "where",
+                                "reduce", "opaque"};
   return names[int(k)];
 }
 

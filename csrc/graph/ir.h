@@ -25,6 +25,12 @@ enum class OpKind : uint8_t {
   OnesLike,   // the seed of backward: d loss / d loss
   Grad,       // gradients of node `ref`'s inputs; one output per differentiable input
   GradSum,    // the sum of its inputs (a value consumed by several nodes)
+  // elementwise and reduction ops that nx.jit traces (fusion pass: passes/fuse.cpp)
+  Const,      // a 0-d constant: floats[0], in the value's dtype
+  Cast,       // its input converted to the value's dtype
+  Where,      // where(cond, a, b)
+  Reduce,     // attrs.reduce over attrs.ints (axes, sorted; empty = all), attrs.keepdims
+  Opaque,     // an op the graph only orders (run as a regular op; never fused)
 };
 
 const char* kind_name(OpKind k);
@@ -34,6 +40,8 @@ struct Attrs {
   ops::BinaryOp binary = ops::BinaryOp::Add;
   std::vector<int64_t> ints;  // strides, paddings, kernel sizes, axes, shapes
   std::vector<double> floats;  // p, eps, momentum
+  uint8_t reduce = 0;          // Reduce: 0 sum, 1 mean, 2 max, 3 min
+  bool keepdims = false;       // Reduce
 };
 
 struct Value {

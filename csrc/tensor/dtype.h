@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "tensor/half.h"
 
 namespace nexus {
 
@@ -46,17 +47,6 @@ constexpr DType compute_dtype(DType t) { return is_half(t) ? DType::Float32 : t;
 
 // Promotion for binary ops: bool < int32 < int64 < {float16, bfloat16} < float32 < float64.
 DType promote_types(DType a, DType b);
-
-// ---- half-width conversions (bit exact, round to nearest even) ------------------------------
-inline float bf16_to_float(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
-inline uint16_t float_to_bf16(float f) {
-  uint32_t u = std::bit_cast<uint32_t>(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-inline float fp16_to_float(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
-inline uint16_t float_to_fp16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
 
 // Maps a C++ type to its DType (for templated kernels).
 template <class T> struct DTypeOf;

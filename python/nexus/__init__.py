@@ -21,12 +21,13 @@ from . import optim  # noqa: E402  (nx.optim: SGD, Adam, AdamW, schedules)
 from .graph import Activation, GraphBuilder, Shape
 from .model import History, Model
 from .checkpoint import load
+from .jit import TraceError, jit
 
 __version__ = _C.build_info()["version"]
 
 __all__ = [
     "Tensor", "NexusError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64",
     "bool", "info", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
-    "optim", "data", "GraphBuilder", "Shape", "Activation", "Model", "History", "load",
+    "optim", "data", "GraphBuilder", "Shape", "Activation", "Model", "History", "load", "jit", "TraceError",
     *_functional_all,
 ]

@@ -8,3 +8,12 @@ import pytest
 def rng():
     """A fixed-seed generator, so every test sees the same data on every run."""
     return np.random.default_rng(20260)
+
+
+@pytest.fixture(autouse=True)
+def private_kernel_cache(tmp_path, monkeypatch):
+    """Every test compiles fused kernels into its own NEXUS_CACHE_DIR (kernels a test process
+    already loaded stay shared in memory, so this costs no extra compiles)."""
+    cache = tmp_path / "nexus-cache"
+    monkeypatch.setenv("NEXUS_CACHE_DIR", str(cache))
+    return cache

@@ -1,0 +1,114 @@
+// Finds and runs the system C++ compiler for generated kernels.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "base/env.h"
+#include "base/error.h"
+#include "codegen/compile.h"
+
+namespace nexus::codegen {
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string which(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return ::access(prog.c_str(), X_OK) == 0 ? prog : "";
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string d; std::getline(dirs, d, ':');) {
+    std::string cand = (d.empty() ? "." : d) + "/" + prog;
+    if (::access(cand.c_str(), X_OK) == 0) return cand;
+  }
+  return "";
+}
+
+// Runs a shell command line; returns (exit status, stdout+stderr).
+std::pair<int, std::string> run(const std::string& cmd) {
+  FILE* f = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  int st = ::pclose(f);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+std::string command_line(const Compiler& c) {
+  std::string s;
+  for (const std::string& a : c.command) s += (s.empty() ? "" : " ") + shell_quote(a);
+  return s;
+}
+
+Compiler find_compiler(const std::string& cxx) {
+  Compiler c;
+  c.flags = knob("NEXUS_JIT_CXXFLAGS");
+  std::istringstream words(cxx);
+  for (std::string w; words >> w;) c.command.push_back(w);
+  if (c.command.empty()) c.command.push_back("c++");
+  std::string path = which(c.command[0]);
+  if (path.empty()) {
+    c.why_not = str("no C++ compiler: '", c.command[0], "' (from ", std::getenv("CXX") ? "$CXX" : "the default c++",
+                    ") is not an executable on PATH");
+    return c;
+  }
+  c.command[0] = path;
+  auto [status, out] = run(command_line(c) + " --version");
+  if (status != 0) {
+    c.why_not = str("'", path, " --version' failed: ", out.substr(0, 200));
+    return c;
+  }
+  c.identity = out;
+  c.found = true;
+  return c;
+}
+
+}  // namespace
+
+std::string Compiler::describe() const {
+  if (!found) return why_not;
+  std::string first = identity.substr(0, identity.find('\n'));
+  std::string cmd;
+  for (const std::string& a : command) cmd += (cmd.empty() ? "" : " ") + a;
+  return cmd + " (" + first + ")";
+}
+
+const Compiler& host_compiler() {
+  static std::mutex mu;
+  static std::map<std::string, Compiler> found;  // by $CXX value and flags
+  const char* env = std::getenv("CXX");
+  std::string cxx = env && *env ? env : "c++";
+  std::string k = cxx + "\n" + knob("NEXUS_JIT_CXXFLAGS");
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = found.find(k);
+  if (it == found.end()) it = found.emplace(k, find_compiler(cxx)).first;
+  return it->second;
+}
+
+std::string full_flags(const Compiler& c) {
+  // -ffp-contract=off: no a*b+c fused across instructions, so compiled kernels give the bits the
+  // interpreter and the eager ops give. -fno-math-errno lets sqrt vectorise.
+  return c.flags + " -std=c++20 -fPIC -shared -fno-math-errno -ffp-contract=off";
+}
+
+bool jit_enabled() { return knob("NEXUS_JIT") != "0" && host_compiler().found; }
+
+void compile_shared(const Compiler& c, const std::string& src_path, const std::string& out_path) {
+  NX_CHECK(c.found, "cannot compile a fused kernel: ", c.why_not, "; set CXX to a C++20 compiler or NEXUS_JIT=0");
+  std::string cmd = command_line(c) + " " + full_flags(c) + " " + shell_quote(src_path) + " -o " + shell_quote(out_path);
+  auto [status, out] = run(cmd);
+  NX_CHECK(status == 0, "compiling fused kernel ", src_path, " failed (exit ", status, "):\n", cmd, "\n",
+           out.substr(0, 4000));
+}
+
+}  // namespace nexus::codegen

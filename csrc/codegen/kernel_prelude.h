@@ -1,0 +1,105 @@
+// The scalar semantics of every fused-kernel instruction, in one place: the interpreter
+// (interp.cpp) calls these functions, and the C++ renderer embeds this file's text (with
+// vec_math.h and half.h) at the top of each generated source, so both paths compute the same
+// bits. Standard headers only. Each function mirrors the eager kernel of its op
+// (ops/cpu/elementwise_kernel.cpp): float32 transcendentals use vec_math's polynomials, float64
+// uses libm, integers the integer rule, float->int conversion saturates and maps NaN to 0.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "ops/cpu/vec_math.h"
+#include "tensor/half.h"
+
+namespace nexus::kern {
+
+// ---- conversions: U from T (T, U in float, double, int32_t, int64_t, bool) -----------------
+template <class U, class T>
+inline U cvt(T v) {
+  if constexpr (std::is_same_v<U, T>) {
+    return v;
+  } else if constexpr (std::is_same_v<U, bool>) {
+    return v != T(0);
+  } else if constexpr (std::is_floating_point_v<U>) {
+    return static_cast<U>(v);
+  } else {  // integral U from another type, through double, saturating (NaN -> 0)
+    const double d = static_cast<double>(v);
+    if (d != d) return 0;
+    if (d >= double(std::numeric_limits<U>::max())) return std::numeric_limits<U>::max();
+    if (d <= double(std::numeric_limits<U>::min())) return std::numeric_limits<U>::min();
+    return static_cast<U>(d);
+  }
+}
+// Half-precision registers hold floats that are representable in the half type.
+inline float round_f16(float v) { return nexus::fp16_to_float(nexus::float_to_fp16(v)); }
+inline float round_bf16(float v) { return nexus::bf16_to_float(nexus::float_to_bf16(v)); }
+
+// ---- unary ---------------------------------------------------------------------------------
+template <class T> inline T neg(T v) { return T(-v); }
+template <class T> inline T abs_(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::fabs(v);
+  else return v < 0 ? T(-v) : v;
+}
+template <class T> inline T relu(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v > 0 ? v : (v != v ? v : T(0));
+  else return v > 0 ? v : T(0);
+}
+template <class T> inline T sign(T v) { return T((v > 0) - (v < 0)); }
+inline float sqrt_(float v) { return std::sqrt(v); }
+inline double sqrt_(double v) { return std::sqrt(v); }
+inline float exp_(float v) { return nexus::ops::vec::exp(v); }
+inline double exp_(double v) { return std::exp(v); }
+inline float log_(float v) { return nexus::ops::vec::log(v); }
+inline double log_(double v) { return std::log(v); }
+inline float tanh_(float v) { return nexus::ops::vec::tanh(v); }
+inline double tanh_(double v) { return std::tanh(v); }
+inline float sigmoid(float v) { return nexus::ops::vec::sigmoid(v); }
+inline double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
+inline float gelu(float v) { return nexus::ops::vec::gelu(v); }
+inline double gelu(double v) { return nexus::ops::vec::gelu(v); }
+inline float gelu_grad(float v) { return nexus::ops::vec::gelu_grad(v); }
+inline double gelu_grad(double v) { return nexus::ops::vec::gelu_grad(v); }
+inline float sin_(float v) { return nexus::ops::vec::sin(v); }
+inline double sin_(double v) { return std::sin(v); }
+inline float cos_(float v) { return nexus::ops::vec::cos(v); }
+inline double cos_(double v) { return std::cos(v); }
+
+// ---- binary (bool add/mul are or/and, as in eager) ----------------------------------------
+template <class T> inline T add(T x, T y) {
+  if constexpr (std::is_same_v<T, bool>) return x || y;
+  else return T(x + y);
+}
+template <class T> inline T mul(T x, T y) {
+  if constexpr (std::is_same_v<T, bool>) return x && y;
+  else return T(x * y);
+}
+template <class T> inline T sub(T x, T y) { return T(x - y); }
+template <class T> inline T div(T x, T y) { return x / y; }
+template <class T> inline T pow_(T x, T y) {
+  if constexpr (std::is_same_v<T, bool>) return x || !y;
+  else if constexpr (std::is_integral_v<T>) return cvt<T>(std::pow(double(x), double(y)));
+  else return std::pow(x, y);
+}
+template <class T> inline T maximum(T x, T y) { return (x != x || x > y) ? x : y; }
+template <class T> inline T minimum(T x, T y) { return (x != x || x < y) ? x : y; }
+template <class T> inline bool eq(T x, T y) { return x == y; }
+template <class T> inline bool ne(T x, T y) { return x != y; }
+template <class T> inline bool lt(T x, T y) { return x < y; }
+template <class T> inline bool le(T x, T y) { return x <= y; }
+template <class T> inline bool gt(T x, T y) { return x > y; }
+template <class T> inline bool ge(T x, T y) { return x >= y; }
+template <class T> inline T where(bool c, T x, T y) { return c ? x : y; }
+
+// ---- reductions: max/min with numpy's NaN propagation ---------------------------------------
+template <class T> inline T pick_max(T acc, T v) { return (v != v || v > acc) ? v : acc; }
+template <class T> inline T pick_min(T acc, T v) { return (v != v || v < acc) ? v : acc; }
+
+// Reductions run over chunks of kChunk elements (fixed, so results do not depend on threads).
+// Float sums add kLanes lanes in T over the chunk, then the lanes in order into a double.
+inline constexpr int64_t kChunk = 4096;
+inline constexpr int64_t kLanes = 16;
+
+}  // namespace nexus::kern

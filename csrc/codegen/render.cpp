@@ -1,0 +1,325 @@
+#include "codegen/render.h"
+
+#include <sstream>
+
+#include "base/error.h"
+#include "base/hash.h"
+
+namespace nexus::codegen {
+
+extern const char kHalfText[];
+extern const char kVecMathText[];
+extern const char kPreludeText[];
+
+namespace {
+
+// ---- the op table: one row per op, shared by both dialects --------------------------------
+struct UnaryRow { ops::UnaryOp op; const char* fn; };
+constexpr UnaryRow kUnary[] = {
+    {ops::UnaryOp::Neg, "neg"},         {ops::UnaryOp::Exp, "exp_"},    {ops::UnaryOp::Log, "log_"},
+    {ops::UnaryOp::Sqrt, "sqrt_"},      {ops::UnaryOp::Tanh, "tanh_"},  {ops::UnaryOp::Sigmoid, "sigmoid"},
+    {ops::UnaryOp::Relu, "relu"},       {ops::UnaryOp::Gelu, "gelu"},   {ops::UnaryOp::Sin, "sin_"},
+    {ops::UnaryOp::Cos, "cos_"},        {ops::UnaryOp::Abs, "abs_"},    {ops::UnaryOp::GeluGrad, "gelu_grad"},
+    {ops::UnaryOp::Sign, "sign"},
+};
+struct BinaryRow { ops::BinaryOp op; const char* fn; };
+constexpr BinaryRow kBinary[] = {
+    {ops::BinaryOp::Add, "add"}, {ops::BinaryOp::Sub, "sub"}, {ops::BinaryOp::Mul, "mul"},
+    {ops::BinaryOp::Div, "div"}, {ops::BinaryOp::Pow, "pow_"}, {ops::BinaryOp::Maximum, "maximum"},
+    {ops::BinaryOp::Minimum, "minimum"}, {ops::BinaryOp::Eq, "eq"}, {ops::BinaryOp::Ne, "ne"},
+    {ops::BinaryOp::Lt, "lt"}, {ops::BinaryOp::Le, "le"}, {ops::BinaryOp::Gt, "gt"},
+    {ops::BinaryOp::Ge, "ge"},
+};
+
+const char* unary_fn(ops::UnaryOp op) {
+  for (const UnaryRow& r : kUnary) if (r.op == op) return r.fn;
+  NX_ASSERT(false, "no renderer row for unary ", ops::op_name(op));
+  return "";
+}
+const char* binary_fn(ops::BinaryOp op) {
+  for (const BinaryRow& r : kBinary) if (r.op == op) return r.fn;
+  NX_ASSERT(false, "no renderer row for binary ", ops::op_name(op));
+  return "";
+}
+
+// The CUDA prelude: the same function names as kernel_prelude.h, on the device. float32
+// transcendentals use CUDA's math library (results agree with the CPU polynomials within a few
+// ulp, not bit for bit); float->int static_cast already saturates and maps NaN to 0 on the GPU.
+constexpr const char* kCudaPrelude = R"nxsrc(
+typedef long long int64_t;
+typedef int int32_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+namespace nexus { namespace kern {
+#define NXD __device__ __forceinline__
+template <class U, class T> NXD U cvt(T v) { return static_cast<U>(v); }
+NXD float h2f(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1fu) return __uint_as_float(s | 0x7f800000u | (m << 13));
+  if (e == 0) { float f = (float)m * 5.9604644775390625e-8f; return s ? -f : f; }
+  return __uint_as_float(s | ((e + 112u) << 23) | (m << 13));
+}
+NXD uint16_t f2h(float f) {
+  uint32_t u = __float_as_uint(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u);
+  if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u);
+  if (a < 0x38800000u) {  // subnormal half: round |f| * 2^24 to an integer, nearest even
+    return (uint16_t)(s | (uint32_t)__float2int_rn(__uint_as_float(a) * 16777216.0f));
+  }
+  uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;
+  return (uint16_t)(s | (r >> 13));
+}
+NXD float b2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+NXD uint16_t f2b(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+NXD float round_f16(float v) { return h2f(f2h(v)); }
+NXD float round_bf16(float v) { return b2f(f2b(v)); }
+template <class T> NXD T neg(T v) { return (T)(-v); }
+template <class T> NXD T abs_(T v) { return v < 0 ? (T)(-v) : v; }
+template <class T> NXD T relu(T v) { return v > 0 ? v : (v != v ? v : (T)0); }
+template <class T> NXD T sign(T v) { return (T)((v > 0) - (v < 0)); }
+NXD float sqrt_(float v) { return sqrtf(v); }   NXD double sqrt_(double v) { return sqrt(v); }
+NXD float exp_(float v) { return expf(v); }     NXD double exp_(double v) { return exp(v); }
+NXD float log_(float v) { return logf(v); }     NXD double log_(double v) { return log(v); }
+NXD float tanh_(float v) { return tanhf(v); }   NXD double tanh_(double v) { return tanh(v); }
+NXD float sin_(float v) { return sinf(v); }     NXD double sin_(double v) { return sin(v); }
+NXD float cos_(float v) { return cosf(v); }     NXD double cos_(double v) { return cos(v); }
+NXD float sigmoid(float v) { float e = expf(-fabsf(v)); return (v < 0 ? e : 1.0f) / (1.0f + e); }
+NXD double sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
+NXD float gelu(float x) { return x * sigmoid(1.5957691216057308f * (x + 0.044715f * x * x * x)); }
+NXD double gelu(double x) { return x / (1.0 + exp(-1.5957691216057308 * (x + 0.044715 * x * x * x))); }
+template <class T> NXD T gelu_grad(T x) {
+  T u = (T)1.5957691216057308 * (x + (T)0.044715 * x * x * x);
+  T du = (T)1.5957691216057308 * ((T)1 + (T)(3 * 0.044715) * x * x);
+  T s = sigmoid(u);
+  return s + x * du * s * ((T)1 - s);
+}
+template <class T> NXD T add(T x, T y) { return (T)(x + y); }
+NXD bool add(bool x, bool y) { return x || y; }
+template <class T> NXD T mul(T x, T y) { return (T)(x * y); }
+NXD bool mul(bool x, bool y) { return x && y; }
+template <class T> NXD T sub(T x, T y) { return (T)(x - y); }
+template <class T> NXD T div(T x, T y) { return x / y; }
+NXD float pow_(float x, float y) { return powf(x, y); }
+NXD double pow_(double x, double y) { return pow(x, y); }
+template <class T> NXD T pow_(T x, T y) { return (T)pow((double)x, (double)y); }
+template <class T> NXD T maximum(T x, T y) { return (x != x || x > y) ? x : y; }
+template <class T> NXD T minimum(T x, T y) { return (x != x || x < y) ? x : y; }
+template <class T> NXD bool eq(T x, T y) { return x == y; }
+template <class T> NXD bool ne(T x, T y) { return x != y; }
+template <class T> NXD bool lt(T x, T y) { return x < y; }
+template <class T> NXD bool le(T x, T y) { return x <= y; }
+template <class T> NXD bool gt(T x, T y) { return x > y; }
+template <class T> NXD bool ge(T x, T y) { return x >= y; }
+template <class T> NXD T where(bool c, T x, T y) { return c ? x : y; }
+template <class T> NXD T pick_max(T acc, T v) { return (v != v || v > acc) ? v : acc; }
+template <class T> NXD T pick_min(T acc, T v) { return (v != v || v < acc) ? v : acc; }
+}}  // namespace nexus::kern
+)nxsrc";
+
+// ---- dialects: what differs between C++ and CUDA C --------------------------------------
+struct DialectRow {
+  const char* entry;     // qualifiers of the entry point
+  const char* restrict_; // pointer qualifier
+  const char* loop;      // the loop header over i in [0, n)
+};
+constexpr DialectRow kDialects[] = {
+    {"extern \"C\" __attribute__((visibility(\"default\"))) void", "__restrict",
+     "for (int64_t i = 0; i < n; ++i)"},
+    {"extern \"C\" __global__ void", "__restrict__",
+     "for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; "
+     "i += (int64_t)gridDim.x * blockDim.x)"},
+};
+
+// The C++ type of a register holding `t` (halves are floats) and of its storage in memory.
+const char* reg_type(DType t) {
+  switch (t) {
+    case DType::Float32: case DType::Float16: case DType::BFloat16: return "float";
+    case DType::Float64: return "double";
+    case DType::Int32: return "int32_t";
+    case DType::Int64: return "int64_t";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+const char* storage_type(DType t) { return is_half(t) ? "uint16_t" : reg_type(t); }
+
+std::string load_expr(DType t, const std::string& elem, Dialect d) {
+  if (t == DType::Float16) return (d == Dialect::Cpp ? "nexus::fp16_to_float(" : "h2f(") + elem + ")";
+  if (t == DType::BFloat16) return (d == Dialect::Cpp ? "nexus::bf16_to_float(" : "b2f(") + elem + ")";
+  return elem;
+}
+std::string store_expr(DType t, const std::string& v, Dialect d) {
+  if (t == DType::Float16) return (d == Dialect::Cpp ? "nexus::float_to_fp16(" : "f2h(") + v + ")";
+  if (t == DType::BFloat16) return (d == Dialect::Cpp ? "nexus::float_to_bf16(" : "f2b(") + v + ")";
+  return v;
+}
+// A value of register dtype `from` as register dtype `to` (halves round).
+std::string cast_expr(DType from, DType to, const std::string& v) {
+  std::string c = std::string("cvt<") + reg_type(to) + ">(" + v + ")";
+  if (to == DType::Float16) return "round_f16(" + c + ")";
+  if (to == DType::BFloat16) return "round_bf16(" + c + ")";
+  return c;
+}
+
+std::string r(int i) { return "r" + std::to_string(i); }
+
+// The instruction's expression, given its operands' registers (Const/Load handled by callers).
+std::string instr_expr(const FusedKernel& k, const Instr& in) {
+  switch (in.op) {
+    case InstrOp::Unary: return std::string(unary_fn(in.unary)) + "(" + r(in.a) + ")";
+    case InstrOp::Binary: return std::string(binary_fn(in.binary)) + "(" + r(in.a) + ", " + r(in.b) + ")";
+    case InstrOp::Where: return "where(" + r(in.a) + ", " + r(in.b) + ", " + r(in.c) + ")";
+    case InstrOp::Cast: return cast_expr(k.instrs[size_t(in.a)].dtype, in.dtype, r(in.a));
+    default: break;
+  }
+  NX_ASSERT(false, "instr_expr on a load or const");
+  return "";
+}
+
+std::string prelude(Dialect d) {
+  if (d == Dialect::Cuda) return kCudaPrelude;
+  // The headers' own #include lines of project files are dropped: their text is inlined here.
+  std::string out = "#include <bit>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n"
+                    "#include <type_traits>\n";
+  for (const char* text : {kHalfText, kVecMathText, kPreludeText}) {
+    std::istringstream is(text);
+    for (std::string line; std::getline(is, line);)
+      if (line.rfind("#include \"", 0) != 0 && line.rfind("#pragma once", 0) != 0) out += line + "\n";
+  }
+  return out;
+}
+
+void header_comment(std::ostringstream& os, const FusedKernel& k, const std::vector<Access>& access,
+                    const std::string& key) {
+  os << "// " << k.name() << ": generated by nexus codegen, do not edit.\n// inputs:";
+  for (size_t i = 0; i < k.inputs.size(); ++i)
+    os << " " << dtype_name(k.inputs[i]) << "/" << access_name(access[i]);
+  os << "\n// key: " << key << "\n";
+  std::istringstream is(k.dump());
+  for (std::string line; std::getline(is, line);) os << "//   " << line << "\n";
+}
+
+// Declarations of inputs, outputs and hoisted constants; then the per-element body lines.
+void emit_setup(std::ostringstream& os, const FusedKernel& k, const std::vector<Access>& access,
+                Dialect d, bool outputs) {
+  const char* rq = kDialects[int(d)].restrict_;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    os << "  const " << storage_type(k.inputs[i]) << "* " << rq << " in" << i << " = (const "
+       << storage_type(k.inputs[i]) << "*)p[" << i << "];\n";
+    if (access[i] == Access::Strided) os << "  const int64_t s" << i << " = s[" << i << "];\n";
+  }
+  if (outputs)
+    for (size_t o = 0; o < k.outputs.size(); ++o) {
+      const char* st = storage_type(k.output_dtype(o));
+      os << "  " << st << "* " << rq << " out" << o << " = (" << st << "*)p[" << k.inputs.size() + o << "];\n";
+    }
+  for (size_t i = 0; i < k.instrs.size(); ++i) {
+    const Instr& in = k.instrs[i];
+    if (in.op != InstrOp::Const) continue;
+    os << "  const " << reg_type(in.dtype) << " " << r(int(i)) << " = "
+       << cast_expr(DType::Float64, in.dtype, "c[" + std::to_string(in.a) + "]") << ";\n";
+  }
+}
+
+void emit_body(std::ostringstream& os, const FusedKernel& k, const std::vector<Access>& access,
+               Dialect d, const std::string& idx, const char* indent) {
+  for (size_t i = 0; i < k.instrs.size(); ++i) {
+    const Instr& in = k.instrs[i];
+    if (in.op == InstrOp::Const) continue;
+    std::string e;
+    if (in.op == InstrOp::Load) {
+      const std::string a = "in" + std::to_string(in.a);
+      Access acc = access[size_t(in.a)];
+      std::string elem = acc == Access::Contig ? a + "[" + idx + "]"
+                         : acc == Access::Bcast ? a + "[0]"
+                                                : a + "[(" + idx + ") * s" + std::to_string(in.a) + "]";
+      e = load_expr(in.dtype, elem, d);
+    } else {
+      e = instr_expr(k, in);
+    }
+    os << indent << "const " << reg_type(in.dtype) << " " << r(int(i)) << " = " << e << ";\n";
+  }
+}
+
+}  // namespace
+
+const std::string& renderer_fingerprint() {
+  static const std::string fp = Hasher().add(prelude(Dialect::Cpp)).add(kCudaPrelude).add("render v1").hex();
+  return fp;
+}
+
+Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d,
+              const std::string& key) {
+  k.verify();
+  NX_ASSERT(access.size() == k.inputs.size(), "one access class per input");
+  std::ostringstream os;
+  header_comment(os, k, access, key);
+  os << prelude(d) << "\n";
+  const std::string name = k.name();
+  if (d == Dialect::Cpp) os << "extern \"C\" __attribute__((visibility(\"default\"))) const char nx_key[] = \"" << key << "\";\n\n";
+  const DialectRow& dr = kDialects[int(d)];
+  if (!k.has_reduce()) {
+    os << dr.entry << " " << name << "(char* const* p, const int64_t* s, int64_t n, const double* c) {\n"
+       << "  using namespace nexus::kern;\n";
+    emit_setup(os, k, access, d, true);
+    os << "  " << dr.loop << " {\n";
+    emit_body(os, k, access, d, "i", "    ");
+    for (size_t o = 0; o < k.outputs.size(); ++o)
+      os << "    out" << o << "[i] = " << store_expr(k.output_dtype(o), r(k.outputs[o]), d) << ";\n";
+    os << "  }\n}\n";
+    return {name, os.str()};
+  }
+  // Reduction: the value at index j is a lambda the compiler inlines into the lane loop.
+  const DType t = k.instrs[size_t(k.reduce.reg)].dtype;
+  const bool fl = is_floating(t);
+  const char* rt = reg_type(t);
+  const char* acc_t = fl ? "double" : "int64_t";
+  os << dr.entry << " " << name << "(char* const* p, const int64_t* s, int64_t n, const double* c, void* acc) {\n"
+     << "  using namespace nexus::kern;\n";
+  emit_setup(os, k, access, d, false);
+  os << "  auto value = [&](int64_t j) -> " << rt << " {\n";
+  emit_body(os, k, access, d, "j", "    ");
+  os << "    return " << r(k.reduce.reg) << ";\n  };\n";
+  const bool sum = k.reduce.kind == ReduceKind::Sum || k.reduce.kind == ReduceKind::Mean;
+  if (d == Dialect::Cuda) {
+    // One partial per thread over a grid-stride loop, combined with atomics into acc.
+    os << "  " << acc_t << " part = " << (sum ? "0" : "value(0)") << ";\n  " << dr.loop << " part = "
+       << (sum ? "part + (" + std::string(acc_t) + ")value(i)"
+               : std::string(k.reduce.kind == ReduceKind::Max ? "pick_max" : "pick_min") + "(part, (" + acc_t + ")value(i))")
+       << ";\n";
+    if (sum) os << "  atomicAdd((" << (fl ? "double" : "unsigned long long") << "*)acc, (" << (fl ? "double" : "unsigned long long") << ")part);\n";
+    else os << "  { unsigned long long* a = (unsigned long long*)acc; unsigned long long old = *a, seen;\n"
+            << "    do { seen = old; " << acc_t << " cur = *(" << acc_t << "*)&seen; " << acc_t << " nv = "
+            << (k.reduce.kind == ReduceKind::Max ? "pick_max" : "pick_min") << "(cur, part);\n"
+            << "      old = atomicCAS(a, seen, *(unsigned long long*)&nv); } while (old != seen); }\n";
+    os << "}\n";
+    return {name, os.str()};
+  }
+  if (sum && fl) {
+    os << "  " << rt << " lanes[kLanes] = {};\n  int64_t i = 0;\n"
+       << "  for (; i + kLanes <= n; i += kLanes)\n"
+       << "    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += value(i + j);\n"
+       << "  double total = 0;\n  for (int64_t j = 0; j < kLanes; ++j) total += lanes[j];\n"
+       << "  for (; i < n; ++i) total += value(i);\n  *(double*)acc = total;\n}\n";
+  } else if (sum) {
+    os << "  int64_t total = 0;\n  for (int64_t i = 0; i < n; ++i) total += cvt<int64_t>(value(i));\n"
+       << "  *(int64_t*)acc = total;\n}\n";
+  } else {
+    const char* pick = k.reduce.kind == ReduceKind::Max ? "pick_max" : "pick_min";
+    os << "  " << rt << " lanes[kLanes];\n  const " << rt << " first = value(0);\n"
+       << "  for (int64_t j = 0; j < kLanes; ++j) lanes[j] = first;\n  int64_t i = 0;\n"
+       << "  for (; i + kLanes <= n; i += kLanes)\n"
+       << "    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = " << pick << "(lanes[j], value(i + j));\n"
+       << "  " << rt << " best = lanes[0];\n  for (int64_t j = 1; j < kLanes; ++j) best = " << pick << "(best, lanes[j]);\n"
+       << "  for (; i < n; ++i) best = " << pick << "(best, value(i));\n"
+       << "  *(" << acc_t << "*)acc = (" << acc_t << ")best;\n}\n";
+  }
+  return {name, os.str()};
+}
+
+}  // namespace nexus::codegen

@@ -1,0 +1,34 @@
+// Renders a FusedKernel to source text in a Dialect (C++ for the host compiler, CUDA C for
+// NVRTC). One table maps each op to the prelude function that defines it; a dialect supplies
+// its prelude (the functions), its type names and its loop, and overrides nothing else.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/fused_kernel.h"
+
+namespace nexus::codegen {
+
+enum class Dialect : uint8_t { Cpp, Cuda };
+
+// The signature every generated entry point has (both dialects):
+//   elementwise: void NAME(char* const* p, const int64_t* s, int64_t n, const double* c)
+//     p: input pointers then output pointers, at the first element of this range;
+//     s: each input's innermost stride in elements (used by Strided inputs); n: elements;
+//     c: constant slot values.
+//   reduction:   void NAME(char* const* p, const int64_t* s, int64_t n, const double* c, void* acc)
+//     writes the range's partial (double for float registers, int64_t for integer ones) to acc.
+struct Source {
+  std::string name;  // the entry point's symbol
+  std::string text;
+};
+
+// `key` is embedded as the symbol `nx_key` (C++) so a loaded binary can be checked against it.
+Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d,
+              const std::string& key);
+
+// Text that changes whenever the renderer's output for a given kernel could: part of the key.
+const std::string& renderer_fingerprint();
+
+}  // namespace nexus::codegen

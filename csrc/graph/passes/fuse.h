@@ -1,0 +1,35 @@
+// Fusion partitioning (passes/fuse.cpp): which nodes of a graph become one fused kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace nexus::graph {
+
+struct FusionGroup {
+  std::vector<int> nodes;    // node indices, in graph order (elementwise ops, then maybe one Reduce)
+  std::vector<int> inputs;   // values read from outside the group (Const values excluded)
+  std::vector<int> consts;   // values of Const nodes the group reads (inlined as constants)
+  std::vector<int> outputs;  // values used after the group (or roots); a reduction group: its result
+  int anchor = -1;           // a MatMul/Conv2d node whose output the group's first op reads: a
+                             // bias + activation epilogue the engine can run on the GEMM's tiles
+  int64_t bytes_unfused = 0; // bytes the member ops read and write one by one (per batch row
+  int64_t bytes_fused = 0;   // when the shape has kBatch), and the group reads and writes fused
+};
+
+struct FusionPlan {
+  std::vector<FusionGroup> groups;
+  std::vector<std::string> refusals;  // "cannot fuse X with Y: reason", for explain()
+};
+
+bool is_fusable_elementwise(OpKind k);
+
+// Groups the nodes [begin, end) of g: maximal chains of elementwise/broadcast ops of one
+// iteration shape, each optionally closed by a reduction epilogue. `roots` are values needed
+// after the graph (outputs); g.output and g.loss count too. A pure function of the graph.
+FusionPlan partition(const Graph& g, const std::vector<int>& roots, int begin = 0, int end = -1);
+
+}  // namespace nexus::graph

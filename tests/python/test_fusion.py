@@ -1,0 +1,168 @@
+"""nx.jit and the fusion pass: fused results against the eager ops, kernel counts, refusals,
+retracing, kernel reuse and untraceable code."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nexus as nx
+from jit_cases import chain, chain_sum
+
+
+def test_chain_is_one_kernel_bitwise_equal_to_eager(rng):
+    f = nx.jit(chain)
+    x = nx.tensor(rng.standard_normal((300, 70)).astype(np.float32))
+    got = f(x)
+    assert np.array_equal(got.numpy(), chain(x).numpy())
+    s = f.stats()
+    assert s["kernels"] == 1 and s["traces"] == 1
+    assert s["bytes_fused"] == 2 * 300 * 70 * 4
+    assert s["bytes_fused"] < s["bytes_unfused"]
+
+
+def test_reduction_epilogue_joins_the_chain(rng):
+    f = nx.jit(chain_sum)
+    x = nx.tensor(rng.standard_normal((64, 1000)).astype(np.float32))
+    got = f(x)
+    assert got.shape == (64,)
+    np.testing.assert_allclose(got.numpy(), chain_sum(x).numpy(), rtol=1e-5)
+    assert f.stats()["kernels"] == 1
+
+
+def test_matmul_runs_between_fused_groups(rng):
+    w = nx.tensor(rng.standard_normal((16, 8)).astype(np.float32))
+    b = nx.tensor(rng.standard_normal(8).astype(np.float32))
+    f = nx.jit(lambda t: chain(nx.relu((t * 2.0) @ w + b)))
+    x = nx.tensor(rng.standard_normal((5, 16)).astype(np.float32))
+    ref = chain(nx.relu((x * 2.0) @ w + b))
+    np.testing.assert_array_equal(f(x).numpy(), ref.numpy())
+    assert f.stats()["kernels"] == 2  # t*2 before the matmul; bias + relu + chain after it
+    assert "epilogue of node" in f.explain()
+
+
+def test_explain_lists_groups_bytes_refusals_and_source(rng):
+    f = nx.jit(lambda a, b: (nx.exp(a) + 1.0, nx.sum(nx.exp(a), axis=0) * b))
+    a = nx.tensor(rng.standard_normal((4, 3)).astype(np.float32))
+    b = nx.tensor(rng.standard_normal(3).astype(np.float32))
+    out1, out2 = f(a, b)
+    np.testing.assert_allclose(out2.numpy(), (nx.sum(nx.exp(a), axis=0) * b).numpy(), rtol=1e-6)
+    text = f.explain()
+    assert "bytes read+written per call" in text
+    assert "refused: cannot fuse" in text
+    assert "extern \"C\"" in text and "nx_key" in text
+
+
+def test_retraces_only_when_the_shape_class_or_dtype_changes(rng):
+    f = nx.jit(chain)
+    for n in (4, 9, 31):
+        f(nx.randn(n, 3))
+    assert f.stats()["traces"] == 1
+    f(nx.randn(5, 1))  # a broadcast dimension: another class
+    f(nx.randn(4, 3, dtype="float64"))
+    assert f.stats()["traces"] == 3
+
+
+def test_identical_subgraphs_share_kernels():
+    f = nx.jit(lambda t: nx.gelu(t * 1.7 + 0.3) * nx.sigmoid(t) - 0.5 * t)
+    g = nx.jit(lambda t: nx.gelu(t * 2.5 + 0.1) * nx.sigmoid(t) - 0.25 * t)  # other constants
+    x = nx.randn(8, 8)
+    f(x)
+    before = nx._C.codegen.cache_stats()
+    got = g(x)
+    np.testing.assert_array_equal(got.numpy(), (nx.gelu(x * 2.5 + 0.1) * nx.sigmoid(x) - 0.25 * x).numpy())
+    assert nx._C.codegen.cache_stats()["compiles"] == before["compiles"]  # same program reused
+    assert g.stats()["kernels"] == 1
+
+
+def test_untraceable_code_raises_a_clear_error():
+    x = nx.randn(3)
+    with pytest.raises(nx.TraceError, match="item"):
+        nx.jit(lambda t: t * t.sum().item())(x)
+    with pytest.raises(nx.TraceError, match="control flow"):
+        nx.jit(lambda t: t if t.sum() > 0 else -t)(x)
+    with pytest.raises(nx.TraceError, match="numpy"):
+        nx.jit(lambda t: t.numpy())(x)
+    with pytest.raises(nx.TraceError, match="must return a tensor"):
+        nx.jit(lambda t: 3)(x)
+    assert float(x.sum()) == pytest.approx(float(np.sum(x.numpy())), rel=1e-5)  # restored after
+
+
+def test_inputs_that_require_grad_are_refused():
+    x = nx.randn(3, requires_grad=True)
+    with pytest.raises(ValueError, match="no_grad"):
+        nx.jit(chain)(x)
+    with nx.no_grad():
+        nx.jit(chain)(x)
+
+
+def test_program_errors_name_what_is_wrong():
+    f = nx.jit(chain)
+    f(nx.randn(4))
+    program = next(iter(f._plans.values())).kernels[0][1]
+    with pytest.raises(TypeError, match="dtype int32"):
+        program.run([nx.zeros(4, dtype="int32")], [1.7, 0.3, 0.5])
+    with pytest.raises(ValueError, match="expected 3 constants"):
+        program.run([nx.randn(4)], [1.0])
+
+
+# ---- random chains against eager, in the interpreter (the definition of every kernel) ----------
+
+UNARY = ["exp", "tanh", "sigmoid", "gelu", "relu", "abs", "neg", "sin"]
+BINARY = ["add", "sub", "mul", "maximum", "minimum", "div"]
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int32"]
+SHAPES = [((5, 4), (4,)), ((5, 4), (5, 1)), ((3, 1, 4), (2, 4)), ((6,), ())]
+
+
+def build_chain(ops):
+    def f(a, b):
+        x = a
+        for kind, name, k in ops:
+            if kind == "u":
+                x = getattr(nx, name)(x if name not in ("exp", "sin", "tanh", "sigmoid", "gelu") else x * 0.25)
+            elif kind == "b":
+                x = getattr(nx, name)(x, b if k else 0.5)
+            else:
+                x = x.astype(name)
+        return x
+    return f
+
+
+op = st.one_of(
+    st.tuples(st.just("u"), st.sampled_from(UNARY), st.just(0)),
+    st.tuples(st.just("b"), st.sampled_from(BINARY), st.integers(0, 1)),
+    st.tuples(st.just("c"), st.sampled_from(["float32", "float16", "float64"]), st.just(0)),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(op, min_size=1, max_size=6), dt=st.tuples(st.sampled_from(DTYPES), st.sampled_from(DTYPES)),
+       shapes=st.sampled_from(SHAPES), reduce=st.sampled_from([None, "sum", "mean", "max"]), seed=st.integers(0, 99))
+def test_random_chains_match_eager(monkeypatch, ops, dt, shapes, reduce, seed):
+    monkeypatch.setenv("NEXUS_JIT", "0")
+    rng = np.random.default_rng(seed)
+    a = nx.tensor(rng.uniform(-3, 3, shapes[0]).astype(np.float32)).astype(dt[0])
+    b = nx.tensor(rng.uniform(0.5, 3, shapes[1]).astype(np.float32)).astype(dt[1])
+    body = build_chain(ops)
+    fn = body if reduce is None else (lambda a, b: getattr(nx, reduce)(body(a, b), axis=-1, keepdims=True))
+    try:
+        ref = fn(a, b)
+    except (TypeError, ValueError):
+        return  # eager refuses this chain (e.g. unary on bool); so does the trace
+    got = nx.jit(fn)(a, b)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    g, r = got.astype("float64").numpy(), ref.astype("float64").numpy()
+    if reduce in (None, "max"):
+        np.testing.assert_array_equal(g, r)  # same arithmetic, op by op
+    else:
+        tol = 1e-2 if ref.dtype in (nx.float16, nx.bfloat16) else 1e-5
+        np.testing.assert_allclose(g, r, rtol=tol, atol=tol)
+
+
+def test_strided_and_broadcast_inputs_in_a_compiled_kernel(rng):
+    """A transposed (strided) input and a broadcast row: the kernel's other access variants."""
+    a = nx.tensor(rng.standard_normal((40, 30)).astype(np.float32))
+    b = nx.tensor(rng.standard_normal(40).astype(np.float32))
+    f = nx.jit(lambda a, b: chain(a.T * b))
+    np.testing.assert_array_equal(f(a, b).numpy(), chain(a.T * b).numpy())
+    assert f.stats()["kernels"] == 1
