@@ -30,7 +30,9 @@ static Tensor keep(bool reads, const Tensor& t) { return reads ? t.detach() : me
 
 Saves saves(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Tanh: case UnaryOp::Sigmoid:
+    // relu's mask comes from its output (out > 0 exactly where x > 0), as torch's
+    // threshold_backward: the pre-activation need not outlive the forward.
+    case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Relu:
       return {false, false, true};
     case UnaryOp::Neg: return {false, false, false};
     default: return {true, false, false};
@@ -56,7 +58,7 @@ BackwardFn unary(UnaryOp op, const Tensor& x_in, const Tensor& out_in) {
       case UnaryOp::Sqrt: return {div(mul_scalar(g, 0.5), out)};
       case UnaryOp::Tanh: return {ops::binary(BinaryOp::TanhGrad, g, out)};
       case UnaryOp::Sigmoid: return {ops::binary(BinaryOp::SigmoidGrad, g, out)};
-      case UnaryOp::Relu: return {ops::binary(BinaryOp::ReluGrad, g, x)};
+      case UnaryOp::Relu: return {ops::binary(BinaryOp::ReluGrad, g, out)};
       case UnaryOp::Gelu: return {mul(g, ops::unary(UnaryOp::GeluGrad, x))};
       case UnaryOp::Sin: return {mul(g, ops::unary(UnaryOp::Cos, x))};
       case UnaryOp::Cos: return {ops::unary(UnaryOp::Neg, mul(g, ops::unary(UnaryOp::Sin, x)))};

@@ -16,7 +16,7 @@ enum class BinaryOp : uint8_t {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
   Eq, Ne, Lt, Le, Gt, Ge,
   // used by backward rules (one pass instead of a mask, a cast and a multiply)
-  ReluGrad,     // (g, x):   x <= 0 ? 0 : g
+  ReluGrad,     // (g, out): out <= 0 ? 0 : g  (out = relu(x) > 0 exactly where x > 0)
   TanhGrad,     // (g, out): g * (1 - out^2)
   SigmoidGrad,  // (g, out): g * out * (1 - out)
 };
