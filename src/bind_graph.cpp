@@ -25,8 +25,8 @@ void bind_graph(py::module_& m) {
   py::class_<Graph>(m, "Graph")
       .def(py::init<>())
       .def("add_input", &Graph::add_input)
-      .def("add_param", &Graph::add_param)
-      .def("add_buffer", &Graph::add_buffer)
+      .def("add_param", &Graph::add_param, py::arg("name"), py::arg("shape"), py::arg("dtype") = DType::Float32)
+      .def("add_buffer", &Graph::add_buffer, py::arg("name"), py::arg("shape"), py::arg("dtype") = DType::Float32)
       .def("add_node", [](Graph& g, OpKind k, std::vector<int> in, const std::string& name, ops::UnaryOp u,
                           ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats) {
         return g.add_node(k, std::move(in), attrs(u, b, std::move(ints), std::move(floats)), name, {});
@@ -54,7 +54,36 @@ void bind_graph(py::module_& m) {
 
   auto nogil = py::call_guard<py::gil_scoped_release>();
   py::class_<engine::CompiledModel>(m, "CompiledModel")
-      .def(py::init<Graph, std::vector<Tensor>, std::vector<Tensor>>())
+      .def(py::init<Graph, std::vector<Tensor>, std::vector<Tensor>, bool>(), py::arg("graph"),
+           py::arg("params"), py::arg("buffers"), py::arg("fuse") = true)
+      .def("fusion_groups", [](const engine::CompiledModel& c, int64_t batch) {
+        // One dict per fused kernel of the forward: its layers, and the bytes its ops read and
+        // write one by one vs. the kernel's inputs and outputs, at this batch size.
+        const Graph& g = c.graph();
+        auto bytes = [&](int v) {
+          int64_t n = itemsize(g.value(v).dtype);
+          for (int64_t d : g.value(v).shape) n *= d == graph::kBatch ? batch : d;
+          return n;
+        };
+        py::list out;
+        if (!c.fusion()) return out;
+        for (const auto& fg : c.fusion()->fused.groups) {
+          py::list names;
+          int64_t unfused = 0, fused = 0;
+          for (int n : fg.group.nodes) {
+            const auto& node = g.nodes()[size_t(n)];
+            names.append(node.name);
+            for (int v : node.inputs) unfused += bytes(v);
+            unfused += bytes(node.outputs[0]);
+          }
+          for (int v : fg.group.inputs) fused += bytes(v);
+          for (int v : fg.group.outputs) fused += bytes(v);
+          out.append(py::dict(py::arg("layers") = names, py::arg("ops") = fg.group.nodes.size(),
+                              py::arg("kernel") = fg.program->name(), py::arg("bytes_unfused") = unfused,
+                              py::arg("bytes_fused") = fused));
+        }
+        return out;
+      }, py::arg("batch"))
       .def("forward_backward", &engine::CompiledModel::forward_backward, nogil)
       .def("train_step", &engine::CompiledModel::train_step, nogil)
       .def("predict", &engine::CompiledModel::predict, nogil)

@@ -10,7 +10,7 @@ namespace nexus::engine {
 
 using graph::OpKind;
 
-CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers)
+CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers, bool fuse)
     : g_(std::move(g)), params_(std::move(params)), buffers_(std::move(buffers)) {
   NX_CHECK(g_.inputs.size() == 2, "a compiled model needs two inputs (features, labels), got ", g_.inputs.size());
   NX_CHECK(g_.output >= 0 && g_.loss >= 0, "a compiled model needs an output and a loss");
@@ -32,6 +32,8 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
     if (n.kind == OpKind::Grad && train_run_[size_t(n.ref)]) record_[size_t(n.ref)] = true;
   no_record_.assign(size_t(all), false);
   grads_.resize(params_.size());
+  // After autodiff, so the values backward reads count as the groups' outputs.
+  if (fuse) fusion_ = std::make_unique<Fusion>(g_, g_.forward_end);
 }
 
 std::vector<int> CompiledModel::results_last_use(const std::vector<bool>& run) const {
@@ -49,7 +51,7 @@ void CompiledModel::bind_state(Executor& ex) const {
 }
 
 double CompiledModel::forward_backward(const Tensor& x, const Tensor& y) {
-  Executor ex(g_);
+  Executor ex(g_, fusion_.get());
   bind_state(ex);
   ex.set(g_.inputs[0], x);
   ex.set(g_.inputs[1], y);
@@ -71,7 +73,7 @@ double CompiledModel::train_step(const Tensor& x, const Tensor& y, const ops::op
 }
 
 Tensor CompiledModel::predict(const Tensor& x) {
-  Executor ex(g_);
+  Executor ex(g_, fusion_.get());
   bind_state(ex);
   ex.set(g_.inputs[0], x);
   autograd::NoGradGuard no_grad;
@@ -80,7 +82,7 @@ Tensor CompiledModel::predict(const Tensor& x) {
 }
 
 double CompiledModel::evaluate_loss(const Tensor& x, const Tensor& y) {
-  Executor ex(g_);
+  Executor ex(g_, fusion_.get());
   bind_state(ex);
   ex.set(g_.inputs[0], x);
   ex.set(g_.inputs[1], y);

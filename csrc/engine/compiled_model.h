@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "graph/ir.h"
@@ -15,7 +16,9 @@ namespace nexus::engine {
 class CompiledModel {
  public:
   // g: a forward graph with inputs [features, labels], g.output (predictions) and g.loss set.
-  CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers);
+  // fuse: run the forward's elementwise chains as generated kernels (codegen/); false runs
+  // every node on its own (the reference the fused path is tested against).
+  CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers, bool fuse = true);
 
   // Forward and backward on one batch; returns the loss and leaves the gradients in grads().
   double forward_backward(const Tensor& x, const Tensor& y);
@@ -30,6 +33,7 @@ class CompiledModel {
   std::vector<Tensor>& buffers() { return buffers_; }
   const std::vector<Tensor>& grads() const { return grads_; }
   const graph::Graph& graph() const { return g_; }
+  const Fusion* fusion() const { return fusion_.get(); }
   graph::MemoryPlan memory_plan(int64_t batch) const { return graph::plan_memory(g_, train_run_, batch); }
 
  private:
@@ -37,6 +41,7 @@ class CompiledModel {
   std::vector<int> results_last_use(const std::vector<bool>& run) const;
 
   graph::Graph g_;
+  std::unique_ptr<Fusion> fusion_;
   std::vector<Tensor> params_, buffers_, grads_;
   std::vector<bool> train_run_, predict_run_, loss_run_, record_, no_record_;
   std::vector<int> train_last_, predict_last_, loss_last_;

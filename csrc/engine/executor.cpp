@@ -1,5 +1,6 @@
 #include "engine/executor.h"
 
+#include "ops/derivatives.h"
 #include "ops/ops.h"
 #include "tensor/tape.h"
 
@@ -85,8 +86,20 @@ void infer_shapes(graph::Graph& g) {
   }
 }
 
-Executor::Executor(const graph::Graph& g)
-    : g_(g), env_(g.values().size()), reads_(g.nodes().size()), wants_(g.nodes().size()) {
+Fusion::Fusion(const graph::Graph& g, int forward_end)
+    : fused(codegen::fuse_graph(g, {}, 0, forward_end)), group_of(g.nodes().size(), -1) {
+  for (size_t k = 0; k < fused.groups.size(); ++k)
+    for (int m : fused.groups[k].group.nodes) group_of[size_t(m)] = int(k);
+}
+
+bool Fusion::usable(int group, const std::vector<bool>& run) const {
+  for (int m : fused.groups[size_t(group)].group.nodes)
+    if (!run[size_t(m)]) return false;
+  return true;
+}
+
+Executor::Executor(const graph::Graph& g, const Fusion* fusion)
+    : g_(g), fusion_(fusion), env_(g.values().size()), reads_(g.nodes().size()), wants_(g.nodes().size()) {
   for (const Node& n : g.nodes()) {
     if (n.kind != OpKind::Grad) continue;
     reads_[size_t(n.ref)] = n.attrs.ints;
@@ -99,12 +112,34 @@ void Executor::run(size_t begin, size_t end, const std::vector<bool>& run, const
   for (size_t i = begin; i < end; ++i) {
     if (!run[i]) continue;
     const Node& n = g_.nodes()[i];
+    const int group = fusion_ ? fusion_->group_of[i] : -1;
+    if (group >= 0 && fusion_->usable(group, run)) {
+      const auto& members = fusion_->fused.groups[size_t(group)].group.nodes;
+      if (int(i) != members.back()) continue;  // the group runs at its last member
+      run_group(group);
+      for (int m : members) release_after(i, g_.nodes()[size_t(m)], last);
+      continue;
+    }
     if (n.kind == OpKind::Grad) backward(i);
     else forward(i, record[i], training);
-    for (int v : n.inputs)
-      if (last[size_t(v)] == int(i) && g_.nodes()[size_t(g_.value(v).producer)].kind != OpKind::Param)
-        env_[size_t(v)] = Tensor();
+    release_after(i, n, last);
   }
+}
+
+// Frees n's inputs whose last use is at or before node i (parameters stay).
+void Executor::release_after(size_t i, const Node& n, const std::vector<int>& last) {
+  for (int v : n.inputs)
+    if (last[size_t(v)] <= int(i) && g_.nodes()[size_t(g_.value(v).producer)].kind != OpKind::Param)
+      env_[size_t(v)] = Tensor();
+}
+
+void Executor::run_group(int group) {
+  const codegen::FusedGroup& fg = fusion_->fused.groups[size_t(group)];
+  std::vector<Tensor> in;
+  in.reserve(fg.group.inputs.size());
+  for (int v : fg.group.inputs) in.push_back(env_[size_t(v)]);
+  std::vector<Tensor> out = fg.program->run(in, fg.consts);
+  for (size_t k = 0; k < out.size(); ++k) env_[size_t(fg.group.outputs[k])] = std::move(out[k]);
 }
 
 void Executor::forward(size_t i, bool record, bool training) {
@@ -155,6 +190,13 @@ void Executor::forward(size_t i, bool record, bool training) {
 void Executor::backward(size_t i) {
   const Node& n = g_.nodes()[i];
   Saved& s = saved_[size_t(n.ref)];
+  const Node& fwd = g_.nodes()[size_t(n.ref)];
+  if (!s.out.defined() && fusion_ && fusion_->group_of[size_t(n.ref)] >= 0) {
+    std::vector<Tensor> grads = direct_grads(n, fwd);
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] >= 0) env_[size_t(n.outputs[k])] = grads[k];
+    return;
+  }
   NX_ASSERT(s.out.defined(), "grad node ", i, " runs before its forward node ", n.ref, " recorded");
   const Tensor& g = env_[size_t(n.inputs[0])];
   if (s.out.requires_grad()) autograd::backward(s.out, g);
@@ -166,6 +208,39 @@ void Executor::backward(size_t i) {
     env_[size_t(n.outputs[k])] = grad;
   }
   s = Saved{};  // the saved activations die with the tape
+}
+
+// The Grad node's inputs are [d out, then the values its rule reads] (autodiff's reads mask in
+// attrs.ints: one flag per forward input, then one for the output). A value the rule does not
+// read is passed as shape and dtype only, its batch dimension taken from d out.
+std::vector<Tensor> Executor::direct_grads(const Node& n, const Node& fwd) {
+  const Tensor& g = env_[size_t(n.inputs[0])];
+  const std::vector<int64_t>& reads = n.attrs.ints;
+  auto shape_of = [&](int id) {
+    Shape shape = g_.value(id).shape;
+    if (!shape.empty() && shape[0] == kBatch) shape[0] = g.shape()[0];
+    return shape;
+  };
+  auto value = [&](int id, size_t k) {
+    if (k < reads.size() && reads[k]) return env_[size_t(id)];
+    Shape shape = shape_of(id);
+    return Tensor::view_of(nullptr, 0, shape, contiguous_strides(shape), g_.value(id).dtype);
+  };
+  Tensor out = value(fwd.outputs[0], fwd.inputs.size());
+  std::vector<Tensor> grads;
+  std::vector<bool> need = wants_[size_t(n.ref)];
+  need.resize(fwd.inputs.size(), false);
+  autograd::NoGradGuard no_grad;
+  if (fwd.kind == OpKind::Unary) {
+    grads = ops::grad::unary(fwd.attrs.unary, value(fwd.inputs[0], 0), out)(g, need);
+  } else {
+    NX_ASSERT(fwd.kind == OpKind::Binary, "fused node ", n.ref, " of kind ", graph::kind_name(fwd.kind),
+              " has no direct rule");
+    grads = ops::grad::binary(fwd.attrs.binary, value(fwd.inputs[0], 0), value(fwd.inputs[1], 1), out)(g, need);
+  }
+  for (size_t k = 0; k < grads.size(); ++k)
+    if (need[k] && !grads[k].defined()) grads[k] = Tensor::zeros(shape_of(fwd.inputs[k]), g_.value(fwd.inputs[k]).dtype);
+  return grads;
 }
 
 }  // namespace nexus::engine

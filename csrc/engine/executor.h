@@ -5,9 +5,24 @@
 #include <memory>
 #include <vector>
 
+#include "codegen/lower.h"
 #include "graph/ir.h"
 
 namespace nexus::engine {
+
+// The fusion groups of a graph's forward nodes, as the executor runs them: a group runs as one
+// generated kernel at its last member node (every input exists by then and no outside reader
+// comes earlier: graph::partition closes a group at its first outside read). Grad nodes of
+// fused members evaluate their rule on the values the partition materialized for them.
+struct Fusion {
+  codegen::FusedGraph fused;
+  std::vector<int> group_of;  // per node: its group, or -1
+
+  Fusion(const graph::Graph& g, int forward_end);
+  // The group runs fused only when every member is in `run` (a subset pass, such as predict,
+  // may need only part of a group: its members then run one by one).
+  bool usable(int group, const std::vector<bool>& run) const;
+};
 
 // One forward node on concrete inputs (in the order of node.inputs).
 Tensor run_forward_node(const graph::Node& node, const std::vector<Tensor>& inputs, bool training);
@@ -20,7 +35,8 @@ void infer_shapes(graph::Graph& g);
 // a later Grad node will replay.
 class Executor {
  public:
-  explicit Executor(const graph::Graph& g);
+  // fusion: null runs every node on its own.
+  explicit Executor(const graph::Graph& g, const Fusion* fusion = nullptr);
 
   void set(int value, Tensor t) { env_[size_t(value)] = std::move(t); }
   const Tensor& get(int value) const { return env_[size_t(value)]; }
@@ -32,12 +48,17 @@ class Executor {
  private:
   void forward(size_t i, bool record, bool training);
   void backward(size_t i);
+  void run_group(int group);
+  void release_after(size_t i, const graph::Node& n, const std::vector<int>& last);
+  // A rule applied directly (no tape): for Grad nodes of fused members.
+  std::vector<Tensor> direct_grads(const graph::Node& grad, const graph::Node& fwd);
 
   struct Saved {
     std::vector<Tensor> leaves;  // the node's inputs as fresh leaves (undefined where no grad)
     Tensor out;                  // the node's output, carrying the local tape
   };
   const graph::Graph& g_;
+  const Fusion* fusion_;
   std::vector<Tensor> env_;
   std::vector<std::vector<int64_t>> reads_;  // per forward node: what its Grad node reads
   std::vector<std::vector<bool>> wants_;     // per forward node: which inputs need a gradient

@@ -34,14 +34,14 @@ int Graph::add_input(const std::string& name, Shape shape, DType dtype) {
   return v;
 }
 
-int Graph::add_param(const std::string& name, Shape shape) {
-  int v = add_node(OpKind::Param, {}, {}, name, std::move(shape));
+int Graph::add_param(const std::string& name, Shape shape, DType dtype) {
+  int v = add_node(OpKind::Param, {}, {}, name, std::move(shape), dtype);
   params.push_back(v);
   return v;
 }
 
-int Graph::add_buffer(const std::string& name, Shape shape) {
-  int v = add_node(OpKind::Buffer, {}, {}, name, std::move(shape));
+int Graph::add_buffer(const std::string& name, Shape shape, DType dtype) {
+  int v = add_node(OpKind::Buffer, {}, {}, name, std::move(shape), dtype);
   buffers.push_back(v);
   return v;
 }

@@ -67,8 +67,8 @@ class Graph {
   int add_node(OpKind kind, std::vector<int> inputs, Attrs attrs, std::string name, Shape shape,
                DType dtype = DType::Float32);
   int add_input(const std::string& name, Shape shape, DType dtype);
-  int add_param(const std::string& name, Shape shape);
-  int add_buffer(const std::string& name, Shape shape);
+  int add_param(const std::string& name, Shape shape, DType dtype = DType::Float32);
+  int add_buffer(const std::string& name, Shape shape, DType dtype = DType::Float32);
 
   std::vector<Node>& nodes() { return nodes_; }
   const std::vector<Node>& nodes() const { return nodes_; }

@@ -155,13 +155,17 @@ class GraphBuilder:
         return self.add(skip, name=name)
 
     # ---- compile and inspect --------------------------------------------------------------------
-    def compile(self, loss: str = "cross_entropy", optimizer=None):
-        """A trainable model: forward, generated backward and the optimizer update in one native call."""
+    def compile(self, loss: str = "cross_entropy", optimizer=None, fusion: bool = True):
+        """A trainable model: forward, generated backward and the optimizer update in one native call.
+
+        ``fusion`` runs the forward's elementwise chains (bias + activation, residual adds) as
+        generated kernels (see ``nx.jit``); ``False`` runs every op on its own, same results.
+        """
         from .model import Model  # noqa: PLC0415  (model imports graph)
 
         # The model gets its own replay of the layers (same seed, same parameters): compiling adds
         # the labels input and the loss, and this builder must stay buildable and compilable.
-        return Model._from_builder(GraphBuilder.from_spec(self.spec()), loss, optimizer)
+        return Model._from_builder(GraphBuilder.from_spec(self.spec()), loss, optimizer, fusion=fusion)
 
     def spec(self) -> dict:
         """The architecture as plain JSON-able data (replayed by ``GraphBuilder.from_spec``)."""
@@ -223,7 +227,7 @@ class GraphBuilder:
     def _param(self, layer: str, what: str, values: np.ndarray) -> int:
         name = f"{layer}.{what}"
         self._params.append((name, values.astype(self.dtype)))
-        return self._graph.add_param(name, list(values.shape))
+        return self._graph.add_param(name, list(values.shape), getattr(_C.DType, self.dtype))
 
     def _node(self, kind, inputs, name, **kw) -> int:
         return self._graph.add_node(kind, [int(i) for i in inputs], name, **kw)
@@ -314,9 +318,9 @@ class GraphBuilder:
         w = self._param(name, "weight", np.ones(c))
         b = self._param(name, "bias", np.zeros(c))
         self._buffers.append((f"{name}.running_mean", np.zeros(c, self.dtype)))
-        rm = self._graph.add_buffer(f"{name}.running_mean", [c])
+        rm = self._graph.add_buffer(f"{name}.running_mean", [c], getattr(_C.DType, self.dtype))
         self._buffers.append((f"{name}.running_var", np.ones(c, self.dtype)))
-        rv = self._graph.add_buffer(f"{name}.running_var", [c])
+        rv = self._graph.add_buffer(f"{name}.running_var", [c], getattr(_C.DType, self.dtype))
         return self._node(_K.batch_norm, [self._current, w, b, rm, rv], name, floats=[e["momentum"], e["eps"]])
 
     def _build_layer_norm(self, e):

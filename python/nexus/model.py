@@ -44,7 +44,7 @@ class Model:
         raise TypeError("create models with GraphBuilder(...).compile(loss=..., optimizer=...)")
 
     @classmethod
-    def _from_builder(cls, builder: GraphBuilder, loss: str, optimizer) -> "Model":
+    def _from_builder(cls, builder: GraphBuilder, loss: str, optimizer, fusion: bool = True) -> "Model":
         if loss not in _LOSSES:
             raise ValueError(f"compile: unknown loss {loss!r}; valid: {', '.join(_LOSSES)}")
         if builder._current is None:
@@ -66,7 +66,7 @@ class Model:
         self._dtype = builder.dtype
         params = [_tensor(np.ascontiguousarray(v)) for _, v in builder._params]
         buffers = [_tensor(np.ascontiguousarray(v)) for _, v in builder._buffers]
-        self._native = _C.CompiledModel(g, params, buffers)
+        self._native = _C.CompiledModel(g, params, buffers, bool(fusion))
         self.param_names = [n for n, _ in builder._params]
         self.buffer_names = [n for n, _ in builder._buffers]
         self.num_classes = builder.shape_of(out)[1]
@@ -181,6 +181,15 @@ class Model:
         liveness-based buffer reuse, ``total_bytes`` with every intermediate in its own buffer,
         ``grad_bytes`` for the parameter gradients (kept apart: they are sized by the model)."""
         return dict(self._native.memory_plan(int(batch_size)))
+
+    def fusion_stats(self, batch_size: int = 128) -> dict:
+        """What kernel fusion does to the forward pass at ``batch_size``: ``kernels`` (fused
+        kernels per step), ``ops_fused`` (the ops they replace), and ``bytes_unfused`` /
+        ``bytes_fused``: what those ops read and write one by one, and what the kernels do."""
+        groups = self._native.fusion_groups(int(batch_size))
+        return {"kernels": len(groups), "ops_fused": sum(g["ops"] for g in groups),
+                "bytes_unfused": sum(g["bytes_unfused"] for g in groups),
+                "bytes_fused": sum(g["bytes_fused"] for g in groups), "groups": groups}
 
     @property
     def optimizer_steps(self) -> int:
