@@ -10,6 +10,7 @@ namespace nexus {
 const std::vector<Knob>& knobs() {
   static const std::vector<Knob> list = {
       {"NEXUS_NUM_THREADS", "", "intra-op threads for kernels and BLAS (default: the cores this process may use)"},
+      {"NEXUS_COMM_TIMEOUT", "300", "seconds any one distributed wait (ring message, barrier, broadcast) may take before CommError"},
   };
   return list;
 }
