@@ -56,7 +56,8 @@ PYBIND11_MODULE(_C_mpi, m) {
   m.def("all_reduce", [](MpiTransport& t, const Tensor& x, const std::string& op,
                          const std::string& codec, Residual* residual, size_t segment_bytes,
                          double timeout_s) {
-    NX_CHECK(x.defined() && x.is_contiguous(), "all_reduce: the tensor must be contiguous");
+    NX_CHECK(x.defined() && (x.numel() == 0 || x.is_contiguous()),
+             "all_reduce: the tensor must be contiguous (t.contiguous())");
     auto opts = options(op, codec, residual, segment_bytes, timeout_s);
     py::gil_scoped_release nogil;
     return ring_allreduce(t, x.raw_data(), x.dtype(), size_t(x.numel()), opts);

@@ -71,7 +71,8 @@ AllReduceStats BucketReducer::reduce(Transport& t, const std::vector<Tensor>& gr
   NX_CHECK(grads.size() == numels_.size(), "BucketReducer: ", grads.size(),
            " gradients for ", numels_.size(), " parameters");
   for (size_t i = 0; i < grads.size(); ++i) {
-    NX_CHECK(grads[i].defined() && grads[i].is_contiguous(), "BucketReducer: gradient ", i,
+    NX_CHECK(grads[i].defined() && (numels_[i] == 0 || grads[i].is_contiguous()),
+             "BucketReducer: gradient ", i,
              " must be a defined contiguous tensor");
     NX_CHECK_TYPE(grads[i].dtype() == dtype_, "BucketReducer: gradient ", i, " is ",
                   dtype_name(grads[i].dtype()), ", expected ", dtype_name(dtype_));

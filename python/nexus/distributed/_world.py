@@ -30,6 +30,7 @@ CommError = _C.comm.CommError
 
 # Set by MPI launchers in every rank's environment: MPICH/Hydra, Intel MPI, Open MPI.
 _LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+_ABORT_GRACE_S = 0.5
 
 
 class Stats(NamedTuple):
@@ -108,6 +109,9 @@ def _abort_on_uncaught(tp, value, tb) -> None:
                      "aborting the job (MPI_Abort) so the other ranks do not wait for it\n")
     sys.stderr.flush()
     sys.stdout.flush()
+    # The launcher forwards output through pipes and stops reading them once the abort reaches
+    # it: give it a moment to pass the traceback on first.
+    time.sleep(_ABORT_GRACE_S)
     from .. import _C_mpi  # noqa: PLC0415
 
     _C_mpi.abort(1)
@@ -234,8 +238,10 @@ def all_reduce(x, op: str = "sum", compression=None, residual=None):
             _wait(w.comm.Iallreduce(w.mpi.IN_PLACE, x, op=w.mpi.SUM), "all_reduce()")
         _set_stats(Stats(0, 0, 0.0))
         return x
+    if t.dtype.name == "float64" and not _C.comm.Codec(spec).lossless:
+        raise ValueError(f'all_reduce: codec "{spec}" compresses float32 buffers; a float64 '
+                         'buffer takes compression=None ("none")')
     if w.size == 1:
-        _C.comm.Codec(spec)  # the same argument errors as with more ranks
         _set_stats(Stats(0, 0, 0.0))
         return x
     from .. import _C_mpi  # noqa: PLC0415
