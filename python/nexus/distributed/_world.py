@@ -189,7 +189,7 @@ def _as_tensor(x, op: str):
         if x.dtype.name not in _FLOATS:
             raise TypeError(f"{op}: cannot reduce a {x.dtype.name} tensor; valid: "
                             f"{', '.join(_FLOATS)} (integer data: pass a numpy array)")
-        if not x.is_contiguous():
+        if x.size and not x.is_contiguous():
             raise ValueError(f"{op}: works in place, so the tensor must be contiguous (use "
                              "t.contiguous() and pass that)")
         return x
@@ -201,7 +201,7 @@ def _buffer(w: _World, x):
     dtype, bfloat16 included, as bytes)."""
     if isinstance(x, np.ndarray):
         return x
-    if not x.is_contiguous():
+    if x.size and not x.is_contiguous():
         raise ValueError("the tensor must be contiguous (use t.contiguous() and pass that)")
     return [w.mpi.buffer.fromaddress(x.data_ptr(), x.size * x.dtype.itemsize), w.mpi.BYTE]
 
