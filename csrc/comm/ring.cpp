@@ -31,6 +31,8 @@ struct Wire<float> {
   std::vector<float> scratch;
 
   bool lossless() const { return codec.lossless(); }
+  // The wire format is the buffer itself: send from it and gather into it without copies.
+  bool direct() const { return codec.lossless(); }
   size_t max_bytes(size_t n) const { return codec.max_encoded_bytes(n); }
   size_t encode(const float* data, size_t off, size_t n, std::byte* out) {
     if (residual && !codec.lossless())
@@ -45,6 +47,7 @@ struct Wire<float> {
 template <>
 struct Wire<double> {
   bool lossless() const { return true; }
+  bool direct() const { return true; }
   size_t max_bytes(size_t n) const { return n * sizeof(double); }
   size_t encode(const double* data, size_t off, size_t n, std::byte* out) {
     if (n) std::memcpy(out, data + off, n * sizeof(double));
@@ -62,6 +65,15 @@ struct Wire<double> {
     }
   }
 };
+
+// Staging memory reused across calls on this thread: allocating (and page-faulting) tens of MB
+// per all-reduce cost more than the transfer itself. Grows, never shrinks.
+std::byte* scratch(int which, size_t bytes) {
+  thread_local std::vector<std::byte> buffers[2];
+  std::vector<std::byte>& b = buffers[which];
+  if (b.size() < bytes) b = std::vector<std::byte>(bytes);
+  return b.data();
+}
 
 template <class T>
 class Ring {
@@ -138,14 +150,16 @@ template <class T>
 void Ring<T>::reduce_scatter() {
   const int S = N_ - 1;
   // Two sets of K slots, by step parity: step s+1 is posted while step s is still arriving.
-  std::vector<std::byte> sbuf(2 * K_ * slot_), rbuf(2 * K_ * slot_);
+  // Received segments are staged (they are added, not stored); a direct wire sends from data_.
+  std::byte* rbuf = scratch(0, 2 * K_ * slot_);
+  std::byte* sbuf = wire_.direct() ? nullptr : scratch(1, 2 * K_ * slot_);
   sreq_.assign(2 * K_, {});
   rreq_.assign(2 * K_, {});
   auto slot = [&](int s, size_t j) { return size_t(s % 2) * K_ + j; };
   auto post_recvs = [&](int s) {
     for (size_t j = 0; j < K_; ++j) {
       const size_t i = slot(s, j);
-      rreq_[i] = t_.irecv(left_, rbuf.data() + i * slot_,
+      rreq_[i] = t_.irecv(left_, rbuf + i * slot_,
                           wire_.max_bytes(segment(mod(r_ - s - 1), j).len), kTagReduceScatter);
     }
   };
@@ -153,7 +167,12 @@ void Ring<T>::reduce_scatter() {
     const size_t i = slot(s, j);
     wait(sreq_[i], "reduce-scatter", s, j);  // slot i last held step s-2's segment j
     const Span g = segment(mod(r_ - s), j);
-    std::byte* out = sbuf.data() + i * slot_;
+    if (wire_.direct()) {
+      sreq_[i] = send(reinterpret_cast<const std::byte*>(data_ + g.off), g.len * sizeof(T), g.len,
+                      kTagReduceScatter);
+      return;
+    }
+    std::byte* out = sbuf + i * slot_;
     sreq_[i] = send(out, wire_.encode(data_, g.off, g.len, out), g.len, kTagReduceScatter);
   };
 
@@ -165,7 +184,7 @@ void Ring<T>::reduce_scatter() {
       const size_t i = slot(s, j);
       const Span g = segment(mod(r_ - s - 1), j);
       const size_t got = wait_recv(rreq_[i], "reduce-scatter", s, j, wire_.max_bytes(g.len));
-      wire_.decode(rbuf.data() + i * slot_, got, data_, g.off, g.len, true);
+      wire_.decode(rbuf + i * slot_, got, data_, g.off, g.len, true);
       // Segment j of this chunk is final for this hop: pass it on at once (the next step sends
       // the chunk just received), while segments j+1.. are still arriving.
       if (s + 1 < S) encode_and_send(s + 1, j);
@@ -186,22 +205,28 @@ void Ring<T>::scale_owned(T factor) {
 template <class T>
 void Ring<T>::all_gather() {
   const int S = N_ - 1;
-  // Encoded segments by (chunk, segment): received once, decoded, forwarded verbatim.
-  std::vector<std::byte> store(size_t(N_) * K_ * slot_);
+  // Encoded segments by (chunk, segment): received once, decoded, forwarded verbatim. A direct
+  // wire receives straight into data_ and forwards from there (nothing to decode).
+  const bool direct = wire_.direct();
+  std::byte* store = direct ? nullptr : scratch(0, size_t(N_) * K_ * slot_);
   auto at = [&](int c, size_t j) { return size_t(c) * K_ + j; };
+  auto where = [&](int c, size_t j) {
+    return direct ? reinterpret_cast<std::byte*>(data_ + segment(c, j).off)
+                  : store + at(c, j) * slot_;
+  };
   sreq_.assign(size_t(N_) * K_, {});
   rreq_.assign(size_t(N_) * K_, {});
   for (int s = 0; s < S; ++s)  // step s brings chunk r-s from the left
     for (size_t j = 0; j < K_; ++j) {
       const int c = mod(r_ - s);
-      rreq_[at(c, j)] = t_.irecv(left_, store.data() + at(c, j) * slot_,
-                                 wire_.max_bytes(segment(c, j).len), kTagAllGather);
+      rreq_[at(c, j)] = t_.irecv(left_, where(c, j), wire_.max_bytes(segment(c, j).len),
+                                 kTagAllGather);
     }
   const int owned = mod(r_ + 1);
   for (size_t j = 0; j < K_; ++j) {
     const Span g = segment(owned, j);
-    std::byte* out = store.data() + at(owned, j) * slot_;
-    const size_t bytes = wire_.encode(data_, g.off, g.len, out);
+    std::byte* out = where(owned, j);
+    const size_t bytes = direct ? g.len * sizeof(T) : wire_.encode(data_, g.off, g.len, out);
     // The owner keeps what everyone else will decode, so all ranks agree bit for bit.
     if (!wire_.lossless()) wire_.decode(out, bytes, data_, g.off, g.len, false);
     sreq_[at(owned, j)] = send(out, bytes, g.len, kTagAllGather);
@@ -210,10 +235,10 @@ void Ring<T>::all_gather() {
     for (size_t j = 0; j < K_; ++j) {
       const int c = mod(r_ - s);
       const Span g = segment(c, j);
-      const std::byte* in = store.data() + at(c, j) * slot_;
+      const std::byte* in = where(c, j);
       const size_t got = wait_recv(rreq_[at(c, j)], "all-gather", s, j, wire_.max_bytes(g.len));
       if (s + 1 < S) sreq_[at(c, j)] = send(in, got, g.len, kTagAllGather);
-      wire_.decode(in, got, data_, g.off, g.len, false);
+      if (!direct) wire_.decode(in, got, data_, g.off, g.len, false);
     }
   for (size_t i = 0; i < sreq_.size(); ++i) wait(sreq_[i], "all-gather", S - 1, i % K_);
 }

@@ -32,6 +32,7 @@
 #include "comm/codec.h"
 #include "comm/error_feedback.h"
 #include "comm/transport.h"
+#include "tensor/dtype.h"
 
 namespace nexus::comm {
 
@@ -62,5 +63,12 @@ struct AllReduceStats {
 // In place; every rank calls it with the same n, options and dtype. float64 takes codec "none".
 AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllReduceOptions& opts);
 AllReduceStats ring_allreduce(Transport& t, double* data, size_t n, const AllReduceOptions& opts);
+// Any floating dtype (ring_dtypes.cpp). float16 and bfloat16 are widened to float32 for the adds;
+// with codec "none" they travel in their own 16-bit format (each hop rounds its partial sum to
+// the buffer's dtype, as a ring in that dtype would, and no Residual is used), while a lossy codec
+// encodes the widened values. bytes_uncompressed counts the buffer's own element size. Other
+// dtypes are a TypeError.
+AllReduceStats ring_allreduce(Transport& t, void* data, DType dtype, size_t n,
+                              const AllReduceOptions& opts);
 
 }  // namespace nexus::comm

@@ -90,12 +90,20 @@ class Model:
         return self._native.train_step(_as_features(x, self._dtype), _as_labels(y), self._opt_config, lr, state)
 
     def fit(self, x, y, epochs: int = 1, batch_size: int = 32, validation_data=None, shuffle: bool = True,
-            seed: int | None = None, progress: bool | None = None, log_file=None) -> "History":
+            seed: int | None = None, progress: bool | None = None, log_file=None, distributed: bool = False,
+            compression=None, shares=None, bucket_bytes: int | None = None) -> "History":
         """Trains for ``epochs`` over ``(x, y)`` in batches (the last partial batch too).
 
         A progress bar (steps, loss, samples/s) shows on an interactive terminal unless
         ``progress=False``; ``log_file`` appends one JSON line of metrics per epoch. Returns the
         History (also ``model.history``); same seed, data and threads give the same weights.
+
+        ``distributed=True`` trains data-parallel over the MPI world (``nexus.distributed``):
+        every rank passes the same ``(x, y)`` and reads its own slice of each global batch of
+        ``batch_size`` (an even split, or ``shares``: per-rank sizes summing to batch_size);
+        gradients are reduced with ``compression`` (a codec spec) in buckets of
+        ``bucket_bytes``; weights stay identical on every rank; progress and ``log_file`` come
+        from rank 0 only.
         """
         x = np.ascontiguousarray(x.numpy() if isinstance(x, _C.Tensor) else x, dtype=self._dtype)
         y = np.ascontiguousarray(y.numpy() if isinstance(y, _C.Tensor) else y)
@@ -103,19 +111,32 @@ class Model:
             raise ValueError(f"fit: {len(x)} samples but {len(y)} labels")
         if len(x) == 0 or batch_size < 1 or epochs < 0:
             raise ValueError(f"fit: need samples, batch_size >= 1 and epochs >= 0 (got {len(x)}, {batch_size}, {epochs})")
+        if not distributed and (compression is not None or shares is not None or bucket_bytes is not None):
+            raise ValueError("fit: compression=, shares= and bucket_bytes= need distributed=True")
+        step, rank, split = self.train_step, 0, {}
+        if distributed:
+            from .distributed import DataParallel  # noqa: PLC0415
+
+            dp = DataParallel(self, compression=compression, bucket_bytes=bucket_bytes)
+            step, rank = dp.train_step, dp.rank
+            split = {"rank": dp.rank, "shares": shares} if shares is not None else \
+                {"rank": dp.rank, "world_size": dp.world_size}
         loader = DataLoader((x, y), batch_size=batch_size, shuffle=shuffle, prefetch=2,
-                            seed=self.builder.seed if seed is None else int(seed))
-        show = sys.stderr.isatty() if progress is None else bool(progress)
+                            seed=self.builder.seed if seed is None else int(seed), **split)
+        show = rank == 0 and (sys.stderr.isatty() if progress is None else bool(progress))
         steps = -(-len(x) // batch_size)
         for epoch in range(1, epochs + 1):
             start, total = time.perf_counter(), 0.0
             bar = _progress(len(x), f"epoch {epoch}/{epochs}", show)
             for i, (xb, yb) in enumerate(loader):  # batches gathered by a native thread
-                loss = self.train_step(xb, yb)
-                total += loss * len(yb)
+                loss = step(xb, yb)
+                samples = dp.last_samples if distributed else len(yb)
+                total += loss * samples
                 if bar is not None:
                     bar.set_postfix(step=f"{i + 1}/{steps}", loss=f"{loss:.4f}", refresh=False)
-                    bar.update(len(yb))
+                    bar.update(samples)
+            if distributed:
+                dp.average_buffers()  # batch-norm statistics saw only this rank's rows
             seconds = time.perf_counter() - start
             if bar is not None:
                 bar.close()
@@ -125,7 +146,7 @@ class Model:
                 val = self.evaluate(*validation_data, batch_size=max(batch_size, 256))
                 record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
             self.history.append(record)
-            if log_file is not None:
+            if log_file is not None and rank == 0:
                 with open(log_file, "a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
         return self.history

@@ -1,0 +1,213 @@
+"""All-reduce: Nexus's C++ ring next to MPI_Allreduce (and torch.distributed gloo), codecs, and
+data-parallel accuracy per codec.
+
+    python benchmarks/allreduce.py [--ranks 2,4] [--epochs 30] [--quick]
+    mpiexec -n 4 python benchmarks/allreduce.py --worker     (one world size, what the above runs)
+
+Run as plain python, it launches itself under the environment's mpiexec once per world size in
+--ranks. In each job, with one thread per rank:
+
+1. busbw = 2(n-1)/n x bytes / time (nccl-tests) for 1, 16 and 64 MB of float32: the Nexus ring
+   (dist.all_reduce), mpi4py's Comm.Allreduce (MPI_Allreduce) and, when torch imports,
+   torch.distributed's gloo backend (rendezvous on 127.0.0.1). Results are checked equal to
+   MPI's first (integer-valued data, exact sums). Samples alternate between the peers; each
+   sample starts after a barrier and counts the slowest rank; medians. ratio = peer time /
+   Nexus time (> 1: the ring is faster).
+2. Each codec at 16 MB: wire bytes / uncompressed bytes (from dist.last_stats) and median time.
+3. Digits (nx.data.load("digits")) with the MLP of examples/mlp_digits.py, fit(distributed=True)
+   for the same epochs per codec (error feedback on), test accuracy vs uncompressed.
+
+Bars (issue 7): uncompressed ring >= 1.0x MPI_Allreduce at 16 and 64 MB; wire ratio fp16 <= 0.51,
+int8 <= 0.27, topk:0.01 <= 0.03; accuracy within 1 point of uncompressed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import fmt_ms, print_run_notes, table, threads  # noqa: E402
+
+SIZES_MB = (1, 16, 64)
+CODECS = ("none", "fp16", "bf16", "int8", "topk:0.01", "sign")
+WIRE_BARS = {"fp16": 0.51, "int8": 0.27, "topk:0.01": 0.03}
+CODEC_MB = 16
+ROUNDS = 9
+
+
+def busbw(nbytes: int, n: int, seconds: float) -> float:
+    return 2 * (n - 1) / n * nbytes / seconds / 1e9
+
+
+def timed(comm, fns, rounds):
+    """Median over rounds of the slowest rank's time, for each fn; samples alternate."""
+    from mpi4py import MPI
+
+    times = [[] for _ in fns]
+    for fn in fns:  # warm-up
+        fn()
+        fn()
+    for _ in range(rounds):
+        for fn, t in zip(fns, times):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            fn()
+            t.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+    return [float(np.median(t)) for t in times]
+
+
+def torch_gloo(comm):
+    """torch.distributed with gloo over 127.0.0.1, or None when torch is not importable."""
+    try:
+        import torch
+        import torch.distributed as td
+    except ImportError:
+        return None
+    port = None
+    if comm.rank == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    port = comm.bcast(port, root=0)
+    td.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank,
+                          world_size=comm.size)
+    torch.set_num_threads(1)
+    return torch, td
+
+
+def bandwidth_rows(comm, dist, gloo, rounds):
+    from mpi4py import MPI
+
+    n = comm.size
+    rows = []
+    for mb in SIZES_MB:
+        count = mb * (1 << 20) // 4
+        rng = np.random.default_rng(comm.rank)
+        base = rng.integers(-100, 100, count).astype(np.float32)
+        ours, peer = base.copy(), base.copy()
+        dist.all_reduce(ours)
+        comm.Allreduce(MPI.IN_PLACE, peer)
+        if not np.array_equal(ours, peer):
+            raise SystemExit(f"check failed: ring and MPI_Allreduce differ at {mb} MB")
+        fns = [lambda: dist.all_reduce(ours), lambda: comm.Allreduce(MPI.IN_PLACE, peer)]
+        if gloo is not None:
+            torch, td = gloo
+            tt = torch.from_numpy(base.copy())
+            td.all_reduce(tt)
+            if not np.array_equal(tt.numpy(), np.asarray(dist.all_reduce(base.copy()))):
+                raise SystemExit(f"check failed: ring and gloo differ at {mb} MB")
+            fns.append(lambda: td.all_reduce(tt))
+        t = timed(comm, fns, rounds)
+        row = [n, f"{mb} MB", fmt_ms(t[0]), f"{busbw(count * 4, n, t[0]):.2f}",
+               fmt_ms(t[1]), f"{busbw(count * 4, n, t[1]):.2f}", f"{t[1] / t[0]:.2f}x"]
+        row += [fmt_ms(t[2]), f"{busbw(count * 4, n, t[2]):.2f}", f"{t[2] / t[0]:.2f}x"] \
+            if gloo is not None else ["-", "-", "-"]
+        rows.append(row)
+    return rows
+
+
+def codec_rows(comm, dist, rounds):
+    count = CODEC_MB * (1 << 20) // 4
+    x = np.random.default_rng(comm.rank).standard_normal(count).astype(np.float32)
+    rows, times = [], {}
+    for codec in CODECS:
+        buf = x.copy()
+        (times[codec],) = timed(comm, [lambda: dist.all_reduce(buf, compression=codec)], rounds)
+        s = dist.last_stats()
+        ratio = s.bytes_sent / s.bytes_uncompressed
+        bar = WIRE_BARS.get(codec)
+        verdict = "-" if bar is None else ("ok" if ratio <= bar else "MISSED")
+        rows.append([comm.size, codec, f"{ratio:.4f}", f"<= {bar}" if bar else "-", verdict,
+                     fmt_ms(times[codec]), f"{times['none'] / times[codec]:.2f}x"])
+    return rows
+
+
+def accuracy_rows(comm, epochs):
+    import nexus as nx
+    from nexus import Activation, GraphBuilder, Shape
+
+    x_train, y_train, x_test, y_test = nx.data.load("digits")
+    results = {}
+    for codec in CODECS:
+        g = GraphBuilder(seed=0)
+        g.input("pixels", Shape(32, 64)).dense(256, Activation.RELU).dropout(0.2)
+        g.dense(10, Activation.SOFTMAX)
+        model = g.compile(loss="cross_entropy", optimizer=nx.optim.Adam(lr=1e-3))
+        t0 = time.perf_counter()
+        model.fit(x_train, y_train, epochs=epochs, batch_size=32, distributed=True,
+                  compression=None if codec == "none" else codec, progress=False)
+        seconds = comm.allreduce(time.perf_counter() - t0, op=__import__("mpi4py").MPI.MAX)
+        results[codec] = (100 * model.evaluate(x_test, y_test)["accuracy"], seconds)
+    base = results["none"][0]
+    return [[comm.size, codec, epochs, f"{acc:.2f}", f"{acc - base:+.2f}",
+             "ok" if acc >= base - 1.0 else "MISSED", f"{sec:.1f}"]
+            for codec, (acc, sec) in results.items()]
+
+
+def worker(args) -> int:
+    import nexus as nx
+    import nexus.distributed as dist
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    notes = threads(1)
+    gloo = None if args.no_torch else torch_gloo(comm)
+    rounds = 3 if args.quick else ROUNDS
+    bw = bandwidth_rows(comm, dist, gloo, rounds)
+    codecs = codec_rows(comm, dist, rounds)
+    acc = accuracy_rows(comm, 2 if args.quick else args.epochs)
+    if comm.rank == 0:
+        library = " ".join(MPI.Get_library_version().splitlines()[0].split())
+        print(f"## {comm.size} ranks: {library}, "
+              f"nexus {nx.__version__}, {os.cpu_count()} CPUs")
+        print_run_notes(notes + [f"ranks: {comm.size}, one thread each; medians of {rounds} "
+                                 "samples, each the slowest rank's time after a barrier"])
+        table(bw, ["ranks", "size", "nexus ms", "nexus busbw GB/s", "MPI ms", "MPI busbw GB/s",
+                   "vs MPI", "gloo ms", "gloo busbw GB/s", "vs gloo"])
+        print()
+        table(codecs, ["ranks", "codec", "wire / uncompressed", "bar", "", f"ms ({CODEC_MB} MB)",
+                       "speed vs none"])
+        print()
+        table(acc, ["ranks", "codec", "epochs", "test accuracy %", "vs none", "bar (1 pt)",
+                    "fit s"])
+        print(flush=True)
+    if gloo is not None:
+        gloo[1].destroy_process_group()
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", default="2,4", help="world sizes to launch (plain-python mode)")
+    ap.add_argument("--epochs", type=int, default=30, help="digits epochs per codec")
+    ap.add_argument("--quick", action="store_true", help="few samples and 2 epochs (smoke test)")
+    ap.add_argument("--no-torch", action="store_true", help="skip the torch gloo peer")
+    ap.add_argument("--worker", action="store_true", help="run one world size (under mpiexec)")
+    args = ap.parse_args()
+    if args.worker:
+        return worker(args)
+    launcher = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(launcher):
+        launcher = "mpiexec"
+    env = {**os.environ, "NEXUS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    passthrough = [f"--epochs={args.epochs}"] + ["--quick"] * args.quick + \
+        ["--no-torch"] * args.no_torch
+    for n in (int(v) for v in args.ranks.split(",")):
+        cmd = [launcher, "-n", str(n), sys.executable, os.path.abspath(__file__), "--worker",
+               *passthrough]
+        print(f"$ {' '.join(cmd)}", flush=True)
+        rc = subprocess.call(cmd, env=env)
+        if rc:
+            return rc
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""Distributed training over MPI: ``import nexus.distributed as dist``.
+
+Launch the same script on every rank with ``mpiexec -n 4 python train.py``; a plain ``python``
+process is a world of one. ``init()`` joins MPI's COMM_WORLD through mpi4py (every function here
+calls it). Collectives work in place on numpy arrays and nexus Tensors:
+
+    dist.all_reduce(x, op="sum"|"mean", compression=None)   # the C++ ring; codecs for float32
+    dist.broadcast(x, root=0); dist.all_gather(x); dist.barrier()
+    dist.last_stats()        # bytes_sent, bytes_uncompressed, seconds of the last all-reduce
+    dp = dist.DataParallel(model, compression="int8"); dp.train_step(xb, yb)
+
+``model.fit(..., distributed=True, compression=...)`` does the same inside ``fit``.
+"""
+
+from ._world import (CommError, Stats, all_gather, all_reduce, barrier, broadcast, init,
+                     is_initialized, last_stats, rank, world_size)
+from .data_parallel import DataParallel
+
+__all__ = ["init", "is_initialized", "rank", "world_size", "barrier", "broadcast", "all_gather",
+           "all_reduce", "last_stats", "Stats", "CommError", "DataParallel"]

@@ -1,0 +1,105 @@
+"""DataParallel: one compiled model per rank, identical weights, gradients reduced by the ring.
+
+Each step: every rank runs forward and backward on its own slice of the global batch (one native
+call), the gradients are weighted by the rank's share of the batch's samples and summed across
+ranks through buckets (BucketReducer, C++), then every rank applies the same fused optimizer
+update to the same weights, so weights stay identical bit for bit. Weighting by samples makes the
+reduced gradient the full-batch mean gradient even when ranks hold different numbers of rows
+(DESIGN decision 7); a rank with no rows this step contributes zeros.
+
+The compiled step runs forward and backward in one call and exposes no per-layer gradient hook,
+so the reduction starts once backward has finished (buckets are reduced one after another),
+rather than overlapping backward.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _C, config
+from . import _world
+
+
+class DataParallel:
+    """Wraps a compiled ``Model`` for data-parallel training over the world's ranks.
+
+    ``compression``: a codec spec or Codec for the gradients (float32 models); lossy codecs keep
+    an error-feedback residual per parameter (one per bucket: its parameters' residuals end to
+    end). ``bucket_bytes``: gradients are packed into buckets of about this size (default 4 MiB),
+    one ring all-reduce each. Construction broadcasts parameters and buffers from ``root``.
+    """
+
+    def __init__(self, model, compression=None, bucket_bytes: int | None = None, root: int = 0):
+        self.model = model
+        self.compression = _world._codec_spec(compression)
+        w = _world._get()
+        self.rank, self.world_size = w.rank, w.size
+        native = model._native
+        bucket_bytes = 4 << 20 if bucket_bytes is None else bucket_bytes
+        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
+            raise ValueError(f"DataParallel: bucket_bytes must be an integer >= 1, got "
+                             f"{bucket_bytes!r}")
+        self.bucket_bytes = bucket_bytes
+        self._reducer = None
+        if w.size > 1:
+            from .. import _C_mpi  # noqa: PLC0415
+
+            self._reducer = _C_mpi.BucketReducer(list(native.params), bucket_bytes,
+                                                 self.compression)
+            for t in list(native.params) + list(native.buffers):
+                _world.broadcast(t, root=root)
+        self.last_samples = 0  # samples of all ranks in the last step
+        self._zeros = None
+
+    @property
+    def num_buckets(self) -> int:
+        return self._reducer.num_buckets if self._reducer is not None else 0
+
+    def train_step(self, x, y) -> float:
+        """One data-parallel step on this rank's slice ``(x, y)`` of the global batch; returns the
+        global batch's mean loss (the same on every rank)."""
+        m = self.model
+        w = _world._get()
+        n = len(y)
+        if self._reducer is None:
+            self.last_samples = n
+            return m.train_step(x, y)
+        from ..model import _as_features, _as_labels  # noqa: PLC0415
+
+        native = m._native
+        if n > 0:
+            loss = native.forward_backward(_as_features(x, m._dtype), _as_labels(y))
+            grads = list(native.grads)
+        else:
+            loss, grads = 0.0, self._zero_grads()
+        # Samples and summed loss of all ranks (exact, tiny), then the weighted gradient sum.
+        counts = np.array([float(n), float(n) * loss])
+        _world._wait(w.comm.Iallreduce(w.mpi.IN_PLACE, counts, op=w.mpi.SUM),
+                     "DataParallel.train_step (sample counts)")
+        total = counts[0]
+        if total <= 0:
+            raise ValueError("DataParallel.train_step: no rank has any samples in this step")
+        stats = self._reducer.reduce(w.transport, grads, n / total, 1.0, _C.comm.MAX_SEGMENT_BYTES,
+                                     config.comm_timeout())
+        _world._set_stats(stats)
+        state = m.optimizer._native_state()
+        _C.optim.step(m._opt_config, m.optimizer.lr_at(state.step), list(native.params), grads,
+                      state)
+        self.last_samples = int(total)
+        return float(counts[1] / total)
+
+    def average_buffers(self) -> None:
+        """Averages non-trainable buffers (batch-norm running statistics) across ranks."""
+        if self._reducer is None:
+            return
+        for t in self.model._native.buffers:
+            if t.dtype.name in _world._FLOATS:
+                _world.all_reduce(t, op="mean")
+
+    def _zero_grads(self):
+        if self._zeros is None:
+            self._zeros = [_C.from_numpy(np.zeros(p.shape, p.dtype.name))
+                           for p in self.model._native.params]
+        for z in self._zeros:
+            z.numpy()[...] = 0
+        return self._zeros

@@ -1,0 +1,88 @@
+// PYBIND11_MODULE(_C_mpi): the MPI transport and the collectives that run on it. Imported only by
+// nexus.distributed, after mpi4py.MPI (which loads and initialises the MPI library this module
+// links). Tensors, Codec, Residual and AllReduceStats are nexus._C's classes (pybind11 shares
+// registered types between extensions built alike), so `import nexus` must come first.
+#include <pybind11/stl.h>
+
+#include "base/error.h"
+#include "comm/bucket.h"
+#include "comm/mpi/mpi_transport.h"
+#include "tensor/tensor.h"
+
+namespace py = pybind11;
+using namespace nexus;
+using namespace nexus::comm;
+
+namespace {
+
+AllReduceOptions options(const std::string& op, const std::string& codec, Residual* residual,
+                         size_t segment_bytes, double timeout_s) {
+  NX_CHECK(timeout_s > 0, "all_reduce: timeout_s must be > 0, got ", timeout_s);
+  return {parse_reduce_op(op), make_codec(codec), residual, segment_bytes,
+          Timeout(int64_t(timeout_s * 1000 + 0.5))};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C_mpi, m) {
+  m.doc() = "Nexus MPI extension: the ring all-reduce over MPI point-to-point";
+  py::module_ core = py::module_::import("nexus._C");  // Tensor, comm.Codec/Residual/...
+  // The core's errors thrown here map to the same Python types as in nexus._C (this module has
+  // its own copy of the core, so _C's translator may not recognise them).
+  static py::handle comm_error = py::object(core.attr("comm").attr("CommError")).release();
+  static py::handle nexus_error = py::object(core.attr("NexusError")).release();
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const CommError& e) {
+      py::set_error(comm_error, e.what());
+    } catch (const TypeError& e) {
+      py::set_error(PyExc_TypeError, e.what());
+    } catch (const IndexError& e) {
+      py::set_error(PyExc_IndexError, e.what());
+    } catch (const ValueError& e) {
+      py::set_error(PyExc_ValueError, e.what());
+    } catch (const InternalError& e) {
+      py::set_error(nexus_error, e.what());
+    }
+  });
+  auto nogil = py::call_guard<py::gil_scoped_release>();
+
+  py::class_<MpiTransport>(m, "Communicator")
+      .def(py::init<int64_t>(), py::arg("fortran_handle"), nogil)
+      .def_property_readonly("rank", &MpiTransport::rank)
+      .def_property_readonly("size", &MpiTransport::size);
+
+  m.def("all_reduce", [](MpiTransport& t, const Tensor& x, const std::string& op,
+                         const std::string& codec, Residual* residual, size_t segment_bytes,
+                         double timeout_s) {
+    NX_CHECK(x.defined() && (x.numel() == 0 || x.is_contiguous()),
+             "all_reduce: the tensor must be contiguous (t.contiguous())");
+    auto opts = options(op, codec, residual, segment_bytes, timeout_s);
+    py::gil_scoped_release nogil;
+    return ring_allreduce(t, x.raw_data(), x.dtype(), size_t(x.numel()), opts);
+  }, py::arg("comm"), py::arg("x"), py::arg("op") = "sum", py::arg("codec") = "none",
+     py::arg("residual") = nullptr, py::arg("segment_bytes") = kMaxSegmentBytes,
+     py::arg("timeout_s") = 300.0);
+
+  py::class_<BucketReducer>(m, "BucketReducer")
+      .def(py::init([](const std::vector<Tensor>& params, size_t bucket_bytes,
+                       const std::string& codec) {
+        return BucketReducer(params, bucket_bytes, make_codec(codec));
+      }), py::arg("params"), py::arg("bucket_bytes") = kDefaultBucketBytes,
+         py::arg("codec") = "none")
+      .def_property_readonly("num_buckets", [](const BucketReducer& b) { return b.buckets().size(); })
+      .def("reset_residuals", &BucketReducer::reset_residuals)
+      .def("reduce", [](BucketReducer& b, MpiTransport& t, const std::vector<Tensor>& grads,
+                        double pre_scale, double post_scale, size_t segment_bytes,
+                        double timeout_s) {
+        auto opts = options("sum", "none", nullptr, segment_bytes, timeout_s);
+        return b.reduce(t, grads, pre_scale, post_scale, opts);
+      }, py::arg("comm"), py::arg("grads"), py::arg("pre_scale") = 1.0,
+         py::arg("post_scale") = 1.0, py::arg("segment_bytes") = kMaxSegmentBytes,
+         py::arg("timeout_s") = 300.0, nogil);
+
+  m.attr("DEFAULT_BUCKET_BYTES") = kDefaultBucketBytes;
+  m.def("library_version", &mpi_library_version);
+  m.def("abort", &mpi_abort, py::arg("code") = 1);
+}

@@ -1,0 +1,50 @@
+"""Data-parallel training in real `mpiexec -n 2` and `-n 4` jobs (jobs/training.py)."""
+
+import pytest
+
+from mpi_jobs import by_check
+
+WORLDS = [2, 4]
+EPOCHS_INT8 = 3
+
+
+@pytest.fixture(scope="module", params=WORLDS, ids=lambda n: f"{n}ranks")
+def job(request, run_job, tmp_path_factory):
+    log = tmp_path_factory.mktemp(f"train{request.param}") / "metrics.jsonl"
+    return request.param, run_job(request.param, "training.py", str(log)), log
+
+
+def test_data_parallel_weights_are_identical_on_every_rank_after_every_step(job):
+    n, proc, _ = job
+    rows = by_check(proc, "custom_loop", n)
+    for row in rows:
+        assert len(row["identical"]) == 1 + 5  # before the first step (broadcast), then 5 steps
+        assert all(row["identical"]), row["identical"]
+        assert row["losses"] == rows[0]["losses"]  # the global batch's loss, on every rank
+        assert row["buckets"] > 1  # bucket_bytes=2048 splits the gradients
+
+
+def test_data_parallel_equals_single_process_full_batch_sgd(job):
+    n, proc, _ = job
+    (ref,) = by_check(proc, "custom_loop_reference", 1)
+    assert ref["max_diff"] <= 1e-5
+    assert ref["loss_diff"] <= 1e-5
+
+
+def test_unequal_shares_give_the_full_batch_result(job):
+    n, proc, _ = job
+    rows = by_check(proc, "fit_shares", n)
+    assert all(row["identical"] for row in rows)
+    (ref,) = by_check(proc, "fit_shares_reference", 1)
+    assert ref["max_diff"] <= 1e-5
+    assert rows[0]["loss"] == pytest.approx(ref["loss"], rel=1e-5)
+
+
+def test_compressed_fit_keeps_ranks_identical_and_logs_from_rank_0_only(job):
+    n, proc, log = job
+    rows = by_check(proc, "fit_int8", n)
+    assert all(row["identical"] for row in rows)
+    assert all(row["loss"] == rows[0]["loss"] for row in rows)
+    assert rows[0]["loss"][-1] < rows[0]["loss"][0]
+    assert rows[0]["accuracy"] > 0.6  # 3 short epochs; benchmarks/allreduce.py compares codecs
+    assert len(log.read_text().splitlines()) == EPOCHS_INT8  # not one line per rank
