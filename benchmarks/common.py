@@ -28,7 +28,7 @@ def bench(fn, warmup=3, repeat=None, min_time=0.5, min_repeat=5):
     """
     for _ in range(warmup):
         fn()
-    return _stats(_samples(fn, repeat, min_time, min_repeat))
+    return stats(_samples(fn, repeat, min_time, min_repeat))
 
 
 def bench_interleaved(fns, warmup=3, rounds=5, min_time=0.5):
@@ -43,7 +43,7 @@ def bench_interleaved(fns, warmup=3, rounds=5, min_time=0.5):
     for _ in range(rounds):
         for fn, t in zip(fns, times):
             t += _samples(fn, None, min_time / rounds, 1)
-    return [_stats(t) for t in times]
+    return [stats(t) for t in times]
 
 
 def _samples(fn, repeat, min_time, min_repeat):
@@ -61,7 +61,8 @@ def _samples(fn, repeat, min_time, min_repeat):
     return times
 
 
-def _stats(times):
+def stats(times):
+    """median, p10, p90 and n of a list of sample times."""
     times = sorted(times)
     return dict(median=statistics.median(times), p10=_quantile(times, 0.10),
                 p90=_quantile(times, 0.90), n=len(times))

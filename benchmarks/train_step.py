@@ -6,8 +6,9 @@ Both frameworks get the same model, the same batches, the same optimizer setting
 thread count. For every case the program first copies Nexus's initial parameters into the torch
 model, runs 3 steps on the same fixed batches in both and checks that the losses and the updated
 parameters agree; a case that disagrees stops the program (exit status 1) before anything is
-timed. Then it warms up and takes torch and Nexus samples alternately (so load on the machine
-hits both alike) and prints the medians. speed-up = torch ms / nexus ms, so > 1 means Nexus is
+timed. Then it times each framework in a process of its own (so one's spinning worker threads
+never take a core from the other), taking slices from the two processes alternately (so load
+on the machine hits both alike), and prints the medians. speed-up = torch ms / nexus ms, so > 1 means Nexus is
 faster. Peak RSS is measured in a fresh child process per framework and case
 (`--rss-child CASE FRAMEWORK`), so one framework's memory never shows in the other's number.
 
@@ -24,12 +25,13 @@ import platform
 import resource
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench_interleaved, check, fmt_ms, print_run_notes, table, threads  # noqa: E402
+from common import check, fmt_ms, print_run_notes, stats, table, threads  # noqa: E402
 
 BAR_THREADS = 2
 CHECK_STEPS = 3
@@ -220,8 +222,75 @@ def run_case(key, case, timing):
     refereed = sum(check_param(f"{label}: {name} after {CHECK_STEPS} steps", t, ref32[name],
                                ref64[name]) for name, t in ours.params.items())
 
-    fns = [cycling(torch_step, txs, tys), cycling(ours.train_step, xs, ys)]
-    return (*bench_interleaved(fns, **timing), refereed)
+    return (*time_in_children(key, timing), refereed)
+
+
+# ---- timing, one long-lived child process per framework -----------------------------------------
+# Each framework is timed in a process of its own, as a user runs it: in one process, torch's
+# OpenMP workers keep spinning after each of its steps and take a core from the next Nexus step
+# (measured: the small MLP's Nexus step went from 0.96 ms alone to 1.4-1.6 ms right after torch
+# steps). The parent still alternates slices between the two children, so load on the machine
+# hits both alike, and waits GAP between slices so neither side's spinning threads overlap the
+# other's slice.
+GAP = 0.05
+
+
+def time_child(key, framework, n_threads):
+    """A timing worker: builds the case, then for each 'SECONDS' line on stdin runs steps for
+    that long (cycling over the fixed batches) and prints their times as one JSON line."""
+    case = CASES[key]
+    xs, ys = batches(case)
+    if framework == "nexus":
+        import nexus as nx
+
+        nx.set_num_threads(n_threads)
+        step = cycling(build_nexus(case).train_step, xs, ys)
+    else:
+        import torch
+
+        torch.set_num_threads(n_threads)
+        model, opt, _ = build_torch(case)
+        step = cycling(torch_step_fn(model, opt), torch.from_numpy(xs), torch.from_numpy(ys))
+    print("ready", flush=True)
+    for line in sys.stdin:
+        seconds, times = float(line), []
+        end = time.perf_counter() + seconds
+        while not times or time.perf_counter() < end:
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+        print(json.dumps(times), flush=True)
+
+
+def time_in_children(key, timing):
+    """(torch stats, nexus stats) as bench_interleaved gives them, from one child per framework."""
+    children = []
+    for framework in ("torch", "nexus"):
+        cmd = [sys.executable, os.path.abspath(__file__), "--time-child", key, framework,
+               "--threads", str(timing["threads"])]
+        child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if child.stdout.readline().strip() != "ready":
+            raise SystemExit(f"timing child for {key} {framework} failed (exit {child.wait()})")
+        children.append(child)
+
+    def ask(child, seconds):
+        child.stdin.write(f"{seconds}\n")
+        child.stdin.flush()
+        return json.loads(child.stdout.readline())
+
+    try:
+        for child in children:  # warm-up
+            ask(child, 0.2)
+        times = [[] for _ in children]
+        for _ in range(timing["rounds"]):
+            for child, t in zip(children, times):
+                time.sleep(GAP)
+                t += ask(child, timing["min_time"] / timing["rounds"])
+    finally:
+        for child in children:
+            child.stdin.close()
+            child.wait(timeout=60)
+    return [stats(t) for t in times]
 
 
 # ---- peak RSS, one child process per framework and case -----------------------------------------
@@ -299,7 +368,12 @@ def main(argv=None):
                         help="cases 1 and 4 only, 0.3 s per side (smoke test)")
     parser.add_argument("--rss-child", nargs=2, metavar=("CASE", "FRAMEWORK"),
                         help="internal: measure one framework's peak RSS on one case and exit")
+    parser.add_argument("--time-child", nargs=2, metavar=("CASE", "FRAMEWORK"),
+                        help="internal: a timing worker for one framework and case")
     args = parser.parse_args(argv)
+    if args.time_child:
+        time_child(*args.time_child, args.threads)
+        return 0
 
     if args.rss_child:
         key, framework = args.rss_child
@@ -317,7 +391,8 @@ def main(argv=None):
     import torch  # noqa: F401  (imported before threads() so it sets torch's threads too)
 
     header(args, threads(args.threads))
-    timing = dict(warmup=5, rounds=6 if args.quick else 10, min_time=0.3 if args.quick else 2.0)
+    timing = dict(rounds=6 if args.quick else 10, min_time=0.3 if args.quick else 2.0,
+                  threads=args.threads)
     rows, ratios, spread, refereed = [], {}, [], {}
     for key in keys:
         case = CASES[key]
@@ -339,9 +414,10 @@ def main(argv=None):
     print()
     table(rows, ["model", "optimizer", "batch", "torch ms", "nexus ms", "speed-up (torch/nexus)",
                  "peak RSS MiB torch / nexus"])
-    print(f"\nms: median per training step (forward, backward, optimizer update, loss as a float) "
-          f"of torch/nexus samples taken alternately, {timing['min_time']} s per side per case "
-          f"after {timing['warmup']} warm-up steps, cycling over {POOL} fixed batches.")
+    print(f"\nms: median per training step (forward, backward, optimizer update, loss as a float), "
+          f"each framework in its own process, slices taken alternately ({timing['rounds']} per "
+          f"side, {timing['min_time']} s per side per case, {GAP * 1000:.0f} ms apart) after 0.2 s "
+          f"of warm-up, cycling over {POOL} fixed batches.")
     print(f"peak RSS: ru_maxrss of a fresh process per framework and case after {RSS_STEPS} steps; "
           "(+N) is the growth over the same process after its imports and data.")
     print("spread (a wide one means the machine was busy and the medians are shaky):")
