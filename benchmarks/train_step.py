@@ -87,7 +87,7 @@ def layer_names(case):
     return out
 
 
-def build_nexus(case):
+def build_nexus(case, fusion=True):
     import nexus as nx
 
     g = nx.GraphBuilder(seed=0)
@@ -104,7 +104,7 @@ def build_nexus(case):
             g.flatten()
     opt = (nx.optim.SGD(lr=0.01, momentum=0.9) if case.optimizer == "sgd"
            else nx.optim.Adam(lr=1e-3))
-    return g.compile(loss="cross_entropy", optimizer=opt)
+    return g.compile(loss="cross_entropy", optimizer=opt, fusion=fusion)
 
 
 def build_torch(case, dtype=None):
@@ -240,11 +240,11 @@ def time_child(key, framework, n_threads):
     that long (cycling over the fixed batches) and prints their times as one JSON line."""
     case = CASES[key]
     xs, ys = batches(case)
-    if framework == "nexus":
+    if framework in ("nexus", "nexus-unfused"):
         import nexus as nx
 
         nx.set_num_threads(n_threads)
-        step = cycling(build_nexus(case).train_step, xs, ys)
+        step = cycling(build_nexus(case, fusion=framework == "nexus").train_step, xs, ys)
     else:
         import torch
 
@@ -262,10 +262,10 @@ def time_child(key, framework, n_threads):
         print(json.dumps(times), flush=True)
 
 
-def time_in_children(key, timing):
-    """(torch stats, nexus stats) as bench_interleaved gives them, from one child per framework."""
+def time_in_children(key, timing, frameworks=("torch", "nexus")):
+    """Stats (median, p10, p90, n) per framework, from one child process each."""
     children = []
-    for framework in ("torch", "nexus"):
+    for framework in frameworks:
         cmd = [sys.executable, os.path.abspath(__file__), "--time-child", key, framework,
                "--threads", str(timing["threads"])]
         child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -433,7 +433,25 @@ def main(argv=None):
         verdict = "PASS" if ratios[key] >= case.bar else "MISS"
         print(f"- {case.model}, {case.optimizer_label}, batch {case.batch}: >= {case.bar:.1f}x "
               f"torch eager: {ratios[key]:.2f}x  {verdict}")
+    fusion_table(keys, dict(timing, min_time=timing["min_time"] / 2))
     return 0
+
+
+def fusion_table(keys, timing):
+    """Nexus with kernel fusion (the default) vs compile(fusion=False): the forward's bytes read
+    and written by the fused ops one by one vs. by their kernels, and the step time."""
+    rows = []
+    for key in keys:
+        case = CASES[key]
+        stats_ = build_nexus(case).fusion_stats(case.batch)
+        unfused, fused = time_in_children(key, timing, ("nexus-unfused", "nexus"))
+        rows.append([case.model, case.optimizer_label, stats_["kernels"], stats_["ops_fused"],
+                     f"{stats_['bytes_unfused'] / 1e6:.2f}", f"{stats_['bytes_fused'] / 1e6:.2f}",
+                     fmt_ms(unfused["median"]), fmt_ms(fused["median"]),
+                     f"{unfused['median'] / fused['median']:.2f}x"])
+    print("\nKernel fusion (nexus only; same processes-and-slices timing, half the time per side):")
+    table(rows, ["model", "optimizer", "kernels", "ops fused", "MB fused ops, one by one",
+                 "MB fused ops, fused", "ms fusion off", "ms fusion on", "speed-up"])
 
 
 if __name__ == "__main__":
