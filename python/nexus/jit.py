@@ -62,8 +62,12 @@ _lock = threading.RLock()
 _active = threading.local()
 
 
-def _forbidden(name):
+def _forbidden(name, original):
+    # Only the tracing thread is refused; another thread converting its own tensors meanwhile
+    # gets the real method.
     def fail(self, *args, **kwargs):
+        if not getattr(_active, "tracing", False):
+            return original(self, *args, **kwargs)
         raise TraceError(
             f"nx.jit: `{name}` on a traced tensor inside a jit function: its value would be frozen "
             "into the trace (Python control flow on tensor values, .item(), .numpy() and float() "
@@ -74,6 +78,7 @@ def _forbidden(name):
 
 class _Tracer:
     def __init__(self):
+        self.thread = threading.get_ident()  # only this thread's ops are recorded
         self.graph = _C.Graph()
         self.values = {}     # id(tensor) -> value id
         self.keep = []       # tensors seen (keeps ids unique while tracing)
@@ -135,8 +140,8 @@ class _RecordingC:
 
     def __getattr__(self, name):
         real = getattr(_C, name)
-        if name not in _OPS:
-            return real
+        if name not in _OPS or threading.get_ident() != self._tracer.thread:
+            return real  # other threads' eager ops run untouched while this one traces
         tracer = self._tracer
 
         def call(*args):
@@ -159,7 +164,7 @@ def _trace(fn, args):
         _active.tracing = True
         _F._C = _T._C = _RecordingC(tracer)
         for name in _FORBIDDEN:
-            setattr(Tensor, name, _forbidden(name))
+            setattr(Tensor, name, _forbidden(name, saved[name]))
         try:
             result = fn(*traced_args)
         finally:

@@ -1,6 +1,8 @@
 """nx.jit and the fusion pass: fused results against the eager ops, kernel counts, refusals,
 retracing, kernel reuse and untraceable code."""
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -86,6 +88,37 @@ def test_untraceable_code_raises_a_clear_error():
     with pytest.raises(nx.TraceError, match="must return a tensor"):
         nx.jit(lambda t: 3)(x)
     assert float(x.sum()) == pytest.approx(float(np.sum(x.numpy())), rel=1e-5)  # restored after
+
+
+def test_other_threads_run_eagerly_while_a_function_is_traced():
+    # The trace records only its own thread's ops: another thread's ops and conversions in the
+    # middle of it run as usual and never enter the trace.
+    started, done, seen = threading.Event(), threading.Event(), {}
+
+    def traced(t):
+        started.set()
+        assert done.wait(30)
+        return nx.tanh(t) * 2.0
+
+    def other():
+        assert started.wait(30)
+        a = nx.tensor(np.arange(4.0, dtype=np.float32))
+        seen["sum"] = (a * 3.0).sum().item()
+        seen["numpy"] = nx.exp(a).numpy()
+        done.set()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    x = nx.tensor(np.linspace(-1, 1, 8, dtype=np.float32))
+    f = nx.jit(traced)
+    y = f(x)
+    worker.join()
+    assert seen["sum"] == 18.0
+    np.testing.assert_allclose(seen["numpy"], np.exp(np.arange(4.0)), rtol=1e-6)
+    np.testing.assert_array_equal(y.numpy(), (nx.tanh(x) * 2.0).numpy())
+    graph = f.explain().split("\ngroup ")[0]  # the traced graph: the function's ops only
+    assert "unary.tanh" in graph and "exp" not in graph and "sum" not in graph
+    assert "input()" in graph and "capture" not in graph
 
 
 def test_inputs_that_require_grad_are_refused():
