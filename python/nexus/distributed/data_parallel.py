@@ -10,9 +10,17 @@ reduced gradient the full-batch mean gradient even when ranks hold different num
 The compiled step runs forward and backward in one call and exposes no per-layer gradient hook,
 so the reduction starts once backward has finished (buckets are reduced one after another),
 rather than overlapping backward.
+
+With ``groups`` (a group label per rank) the reduction is hierarchical: a ring inside each group,
+then a ring among the group leaders (the lowest rank of each group) with ``leader_compression``,
+then each leader broadcasts the result inside its group. Every step also gathers each rank's
+compute seconds (forward and backward) into ``last_compute_seconds``: the scheduler's
+rebalancing reads them.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -29,9 +37,12 @@ class DataParallel:
     one ring all-reduce each. Construction broadcasts parameters and buffers from ``root``.
     """
 
-    def __init__(self, model, compression=None, bucket_bytes: int | None = None, root: int = 0):
+    def __init__(self, model, compression=None, bucket_bytes: int | None = None, root: int = 0,
+                 groups=None, leader_compression=None):
         self.model = model
         self.compression = _world._codec_spec(compression)
+        self.leader_compression = _world._codec_spec(leader_compression)
+        self.lr_scale = 1.0  # multiplies the optimizer's learning rate (the scheduler's rule)
         w = _world._get()
         self.rank, self.world_size = w.rank, w.size
         native = model._native
@@ -41,14 +52,19 @@ class DataParallel:
                              f"{bucket_bytes!r}")
         self.bucket_bytes = bucket_bytes
         self._reducer = None
+        self._hier = None
         if w.size > 1:
             from .. import _C_mpi  # noqa: PLC0415
 
             self._reducer = _C_mpi.BucketReducer(list(native.params), bucket_bytes,
                                                  self.compression)
+            if groups is not None:
+                self._hier = _Hierarchy(w, groups, list(native.params), bucket_bytes,
+                                        self.leader_compression)
             for t in list(native.params) + list(native.buffers):
                 _world.broadcast(t, root=root)
         self.last_samples = 0  # samples of all ranks in the last step
+        self.last_compute_seconds = np.zeros(w.size)  # every rank's forward+backward time
         self._zeros = None
 
     @property
@@ -63,28 +79,39 @@ class DataParallel:
         n = len(y)
         if self._reducer is None:
             self.last_samples = n
-            return m.train_step(x, y)
+            start = time.perf_counter()
+            loss = m.train_step(x, y)
+            self.last_compute_seconds = np.array([time.perf_counter() - start])
+            return loss
         from ..model import _as_features, _as_labels  # noqa: PLC0415
 
         native = m._native
+        start = time.perf_counter()
         if n > 0:
             loss = native.forward_backward(_as_features(x, m._dtype), _as_labels(y))
             grads = list(native.grads)
         else:
             loss, grads = 0.0, self._zero_grads()
-        # Samples and summed loss of all ranks (exact, tiny), then the weighted gradient sum.
-        counts = np.array([float(n), float(n) * loss])
+        # Samples, summed loss and compute seconds of all ranks (exact, tiny), then the weighted
+        # gradient sum.
+        counts = np.zeros(2 + w.size)
+        counts[:2] = float(n), float(n) * loss
+        counts[2 + w.rank] = time.perf_counter() - start
         _world._wait(w.comm.Iallreduce(w.mpi.IN_PLACE, counts, op=w.mpi.SUM),
                      "DataParallel.train_step (sample counts)")
         total = counts[0]
+        self.last_compute_seconds = counts[2:]
         if total <= 0:
             raise ValueError("DataParallel.train_step: no rank has any samples in this step")
-        stats = self._reducer.reduce(w.transport, grads, n / total, 1.0, _C.comm.MAX_SEGMENT_BYTES,
-                                     config.comm_timeout())
+        if self._hier is None:
+            stats = self._reducer.reduce(w.transport, grads, n / total, 1.0,
+                                         _C.comm.MAX_SEGMENT_BYTES, config.comm_timeout())
+        else:
+            stats = self._hier.reduce(self._reducer, grads, n / total)
         _world._set_stats(stats)
         state = m.optimizer._native_state()
-        _C.optim.step(m._opt_config, m.optimizer.lr_at(state.step), list(native.params), grads,
-                      state)
+        _C.optim.step(m._opt_config, m.optimizer.lr_at(state.step) * self.lr_scale,
+                      list(native.params), grads, state)
         self.last_samples = int(total)
         return float(counts[1] / total)
 
@@ -103,3 +130,50 @@ class DataParallel:
         for z in self._zeros:
             z.numpy()[...] = 0
         return self._zeros
+
+
+class _Hierarchy:
+    """Sub-communicators for the hierarchical reduction: this rank's group, and (on leaders)
+    the ring of group leaders."""
+
+    def __init__(self, w, groups, params, bucket_bytes: int, leader_codec: str):
+        from .. import _C_mpi  # noqa: PLC0415
+
+        groups = [str(g) for g in groups]
+        if len(groups) != w.size:
+            raise ValueError(f"DataParallel: {len(groups)} group labels for {w.size} ranks")
+        names = sorted(set(groups), key=groups.index)
+        self.group = groups[w.rank]
+        members = [r for r, g in enumerate(groups) if g == self.group]
+        self.leader = members[0]
+        self.is_leader = w.rank == self.leader
+        self.group_size = len(members)
+        self._w = w
+        self.group_comm = w.comm.Split(names.index(self.group), w.rank)
+        self.leader_comm = w.comm.Split(0 if self.is_leader else w.mpi.UNDEFINED, w.rank)
+        self.group_ring = _C_mpi.Communicator(self.group_comm.py2f())
+        self.leader_ring = None
+        self.leader_reducer = None
+        if self.is_leader and len(names) > 1:
+            self.leader_ring = _C_mpi.Communicator(self.leader_comm.py2f())
+            self.leader_reducer = _C_mpi.BucketReducer(params, bucket_bytes, leader_codec)
+
+    def reduce(self, group_reducer, grads, pre_scale: float):
+        """Group ring, then leaders' ring, then broadcast in the group; returns the summed
+        stats of this rank's stages."""
+        timeout = config.comm_timeout()
+        seg = _C.comm.MAX_SEGMENT_BYTES
+        start = time.perf_counter()
+        sent = raw = 0
+        if self.group_size > 1:
+            s = group_reducer.reduce(self.group_ring, grads, pre_scale, 1.0, seg, timeout)
+            sent, raw = sent + s.bytes_sent, raw + s.bytes_uncompressed
+            pre_scale = 1.0
+        if self.leader_reducer is not None:
+            s = self.leader_reducer.reduce(self.leader_ring, grads, pre_scale, 1.0, seg, timeout)
+            sent, raw = sent + s.bytes_sent, raw + s.bytes_uncompressed
+        if self.group_size > 1:
+            for g in grads:
+                _world._wait(self.group_comm.Ibcast(_world._buffer(self._w, g), root=0),
+                             "DataParallel (broadcast in the group)")
+        return _world.Stats(int(sent), int(raw), time.perf_counter() - start)
