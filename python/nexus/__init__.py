@@ -22,6 +22,7 @@ from .graph import Activation, GraphBuilder, Shape
 from .model import History, Model
 from .checkpoint import load
 from .jit import TraceError, jit
+from .scheduler import BatchSize, ClusterConfig, DeviceType, Epochs, Scheduler
 
 __version__ = _C.build_info()["version"]
 
@@ -29,5 +30,6 @@ __all__ = [
     "Tensor", "NexusError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64",
     "bool", "info", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
     "optim", "data", "GraphBuilder", "Shape", "Activation", "Model", "History", "load", "jit", "TraceError",
+    "Scheduler", "ClusterConfig", "DeviceType", "Epochs", "BatchSize",
     *_functional_all,
 ]

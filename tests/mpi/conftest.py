@@ -44,11 +44,19 @@ def run_job():
                     "sanitizer build, or no MPI found at build time): no mpiexec tests")
     launcher = mpiexec()
 
-    def run(n: int, script: str, *args: str, timeout_s: float = 30, expect_ok: bool = True):
+    def run(n: int, script: str, *args: str, timeout_s: float = 30, expect_ok: bool = True,
+            pin: list[tuple[int, str]] | None = None):
+        """``pin``: [(ranks, cpu list)] blocks, each block's ranks run under `taskset -c`."""
         out = tempfile.mkdtemp(prefix="nexus-mpi-job-")
         env = {**os.environ, "NEXUS_NUM_THREADS": "1", "NEXUS_COMM_TIMEOUT": str(timeout_s),
                "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "NEXUS_TEST_RESULTS": out}
-        cmd = [launcher, "-n", str(n), sys.executable, str(JOBS / script), *args]
+        program = [sys.executable, str(JOBS / script), *args]
+        cmd = [launcher, "-n", str(n), *program]
+        if pin is not None:
+            assert sum(k for k, _ in pin) == n, pin
+            cmd = [launcher]
+            for i, (k, cpus) in enumerate(pin):
+                cmd += ([":"] if i else []) + ["-n", str(k), "taskset", "-c", cpus, *program]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=JOB_TIMEOUT, env=env)
         if expect_ok:
             assert proc.returncode == 0, (f"{' '.join(cmd)} exited {proc.returncode}\n"

@@ -1,0 +1,92 @@
+"""Adaptive rebalancing: per-rank throughput measured from every step's compute times, shares
+re-solved every ``every`` steps, changed only when the predicted gain beats ``hysteresis``.
+
+A rank's rate over a window of steps is its samples over its compute seconds, summed over the
+window (single steps of a few milliseconds are at the mercy of the OS scheduler's time slices
+when ranks share cores); the estimate is an exponential moving average of window rates.
+
+Every rank feeds the same numbers (the step's compute seconds are all-reduced) through the same
+arithmetic, so every rank takes the same decision without another message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .split import split_batch, step_time
+
+
+class AdaptiveBalancer:
+    """Smoothed per-rank rates (samples/s) and the decision to move samples between ranks.
+
+    ``smoothing``: weight of the newest window in the exponential moving average.
+    ``every``: steps between decisions. ``hysteresis``: the re-solved split must predict a step
+    at least this fraction faster than the current one, or the shares stay (so measurement
+    noise does not make them oscillate). ``caps``: per-rank memory limits in samples.
+    """
+
+    def __init__(self, rates: Sequence[float], caps: Sequence[int | None] | None = None,
+                 every: int = 10, hysteresis: float = 0.05, smoothing: float = 0.5):
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"rebalance_every must be an integer >= 1, got {every!r}")
+        if not 0 <= hysteresis < 1:
+            raise ValueError(f"hysteresis must be in [0, 1), got {hysteresis!r}")
+        if not 0 < smoothing <= 1:
+            raise ValueError(f"smoothing must be in (0, 1], got {smoothing!r}")
+        self.rates = [float(r) for r in rates]
+        self.caps = caps
+        self.every, self.hysteresis, self.smoothing = every, hysteresis, smoothing
+        self._since = 0
+        self._samples = [0.0] * len(self.rates)
+        self._seconds = [0.0] * len(self.rates)
+
+    def observe(self, shares: Sequence[int], seconds: Sequence[float]) -> None:
+        """One step's shares and each rank's compute seconds."""
+        for r, (s, t) in enumerate(zip(shares, seconds)):
+            if s > 0 and t > 0 and math.isfinite(t):
+                self._samples[r] += s
+                self._seconds[r] += t
+        self._since += 1
+
+    def _fold_window(self) -> None:
+        a = self.smoothing
+        for r, (s, t) in enumerate(zip(self._samples, self._seconds)):
+            if t > 0:
+                self.rates[r] = (1 - a) * self.rates[r] + a * (s / t)
+        self._samples = [0.0] * len(self.rates)
+        self._seconds = [0.0] * len(self.rates)
+
+    def propose(self, shares: Sequence[int]) -> tuple[list[int], float] | None:
+        """The new shares and their predicted speed-up when it is time to decide and the gain
+        clears the hysteresis; None otherwise (counting restarts at every decision)."""
+        if self._since < self.every:
+            return None
+        self._since = 0
+        self._fold_window()
+        batch = sum(shares)
+        new = keep_everyone_measured(split_batch(self.rates, batch, self.caps))
+        now, then = step_time(shares, self.rates), step_time(new, self.rates)
+        if list(new) == list(shares) or then <= 0 or now / then < 1 + self.hysteresis:
+            return None
+        return new, now / then
+
+    @property
+    def ideal_samples_per_second(self) -> float:
+        """The sum of the ranks' estimated rates: what a perfect split with free communication
+        would reach."""
+        return sum(self.rates)
+
+
+def keep_everyone_measured(shares: list[int]) -> list[int]:
+    """Gives every rank at least one sample (taken from the largest shares) when the batch
+    allows, so no rank stops being measured."""
+    shares = list(shares)
+    if sum(shares) < len(shares):
+        return shares
+    for r, s in enumerate(shares):
+        if s == 0:
+            donor = max(range(len(shares)), key=lambda i: shares[i])
+            shares[donor] -= 1
+            shares[r] = 1
+    return shares

@@ -1,0 +1,75 @@
+"""The heterogeneous scheduler in a real 3-rank job (jobs/scheduler.py): rank 0 alone on one
+core, ranks 1-2 sharing the other, as `taskset` pins them."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from mpi_jobs import by_check
+
+N = 3
+
+
+@pytest.fixture(scope="module")
+def job(run_job, tmp_path_factory):
+    if shutil.which("taskset") is None:
+        pytest.skip("taskset (util-linux) is not installed: cannot pin ranks to cores")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 cores to give rank 0 a core of its own")
+    cpus = sorted(os.sched_getaffinity(0))
+    out = tmp_path_factory.mktemp("scheduler")
+    proc = run_job(N, "scheduler.py", str(out), timeout_s=60,
+                   pin=[(1, str(cpus[0])), (2, str(cpus[1]))])
+    return proc, out
+
+
+def test_adaptive_split_gives_the_faster_rank_the_largest_share(job):
+    proc, _ = job
+    rows = by_check(proc, "adaptive", N)
+    shares = rows[0]["shares"]
+    assert all(r["shares"] == shares for r in rows)  # every rank took the same decisions
+    assert sum(shares) == 2048
+    assert shares[0] > shares[1] and shares[0] > shares[2], (shares, rows[0]["rates"])
+    assert rows[0]["plan_shares"][0] > max(rows[0]["plan_shares"][1:])  # the probe saw it too
+    assert all(r["identical"] for r in rows)  # weights equal on every rank after training
+    assert rows[0]["accuracy"] > 0.5  # it learned (chance is 0.1); accuracy is checked below
+    assert rows[0]["history"] == 5
+
+
+def test_rank_0_writes_the_log_and_the_heat_map(job):
+    _, out = job
+    events = [json.loads(line) for line in (out / "adaptive.jsonl").read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "plan" and kinds[-1] == "done"
+    assert kinds.count("epoch") == 5 and "step" in kinds
+    assert len(events[0]["profiles"]) == N
+    assert all(e["rank"] == 0 for e in events)
+    for e in events:
+        if e["event"] == "rebalance":
+            assert sum(e["new"]) == 2048 and e["predicted_speedup"] > 1.0
+    assert (out / "adaptive.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_federated_groups_reduce_hierarchically_and_compression_keeps_accuracy(job):
+    proc, _ = job
+    plain = by_check(proc, "federated_None", N)
+    packed = by_check(proc, "federated_auto", N)
+    for rows in (plain, packed):
+        assert rows[0]["groups"] == ["fast", "slow", "slow"]
+        assert all(r["hierarchical"] and r["identical"] for r in rows)
+    assert plain[0]["codecs"]["leaders"] == "none"
+    assert packed[0]["codecs"]["leaders"] == "int8"  # every link is below the threshold
+    # the leaders (ranks 0 and 1) sent int8 on their ring: about a quarter of the bytes
+    leader = packed[0]
+    assert leader["bytes_sent"] < 0.5 * leader["bytes_uncompressed"]
+    assert abs(packed[0]["accuracy"] - plain[0]["accuracy"]) <= 0.01 + 1e-9, \
+        (packed[0]["accuracy"], plain[0]["accuracy"])
+
+
+def test_declaring_a_gpu_group_without_gpus_names_both(job):
+    proc, _ = job
+    rows = by_check(proc, "gpu_declared", N)
+    err = rows[0]["error"]
+    assert err is not None and "3 GPU ranks" in err and "gpu-pool" in err and "CPU" in err
