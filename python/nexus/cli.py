@@ -1,6 +1,10 @@
-"""`nexus info`: what this build of Nexus has (BLAS, SIMD, CUDA, MPI, JIT compiler) and its knobs.
+"""The `nexus` command.
 
-    nexus [info] [--json]          (also: python -m nexus.cli info)
+    nexus [info] [--json]              what this build has (BLAS, SIMD, CUDA, MPI, JIT) and its knobs
+    nexus train --config run.toml      train (the same under `mpiexec -n N nexus train ...`)
+    nexus plan cluster.toml            model a cluster that is not here: split, step time, speed-up
+
+(also: python -m nexus.cli ...)
 """
 
 from __future__ import annotations
@@ -73,15 +77,27 @@ def _info(as_json):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="nexus", description="Nexus command line.")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    sub = parser.add_subparsers(dest="command", metavar="{info}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,train,plan}")
     p_info = sub.add_parser("info", help="build features, BLAS, CUDA, MPI, JIT compiler, knobs "
                                          "(the default)")
     # SUPPRESS: `nexus --json info` must not be reset to False by the subcommand's default.
     p_info.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print machine-readable JSON")
+    from nexus.scheduler import cost_model, run_config  # noqa: PLC0415
+
+    p_train = sub.add_parser("train", help="train from a run.toml (model, data, optimizer, "
+                                           "cluster, logging); also under mpiexec")
+    run_config.add_train_arguments(p_train)
+    p_plan = sub.add_parser("plan", help="model a cluster described in a TOML file (published "
+                                         "peaks, alpha-beta network): split, step time, speed-up")
+    cost_model.add_plan_arguments(p_plan)
     args = parser.parse_args(argv)
     if args.command in (None, "info"):
         return _info(args.json)
+    if args.command == "train":
+        return run_config.run_train(args)
+    if args.command == "plan":
+        return cost_model.run_plan(args)
     parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks choices
     return 2
 

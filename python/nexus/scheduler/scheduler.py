@@ -232,6 +232,9 @@ class Scheduler:
                 if max_steps is not None and step >= max_steps:
                     break
             dp.average_buffers()
+        except BaseException:
+            log.close()
+            raise
         finally:
             view.close()
         report.shares = list(shares)

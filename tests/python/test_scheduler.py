@@ -1,0 +1,251 @@
+"""The scheduler's policy in one process: the split, the rebalancer, cluster declarations, the
+train loop as a world of one, and `nexus train` (tests/mpi/test_mpi_scheduler.py runs 3 ranks)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nexus as nx
+from nexus import BatchSize, ClusterConfig, DeviceType, Epochs, GraphBuilder, Scheduler, Shape
+from nexus.cli import main as cli
+from nexus.scheduler.balance import AdaptiveBalancer, keep_everyone_measured
+from nexus.scheduler.split import equal_split, split_batch, step_time
+
+
+# ---- split -------------------------------------------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.01, 1e4), min_size=1, max_size=12), st.integers(0, 5000))
+def test_split_sums_to_the_batch_within_one_sample_of_proportional(rates, batch):
+    shares = split_batch(rates, batch)
+    assert sum(shares) == batch and min(shares) >= 0
+    total = sum(rates)
+    for s, r in zip(shares, rates):
+        assert abs(s - batch * r / total) < 1 + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.1, 100), st.one_of(st.none(), st.integers(0, 300))),
+                min_size=1, max_size=8), st.integers(0, 600))
+def test_split_respects_memory_caps_or_says_it_cannot(pairs, batch):
+    rates, caps = [p[0] for p in pairs], [p[1] for p in pairs]
+    if all(c is not None for c in caps) and sum(caps) < batch:
+        with pytest.raises(ValueError, match="memory limits hold"):
+            split_batch(rates, batch, caps)
+        return
+    shares = split_batch(rates, batch, caps)
+    assert sum(shares) == batch
+    assert all(c is None or s <= c for s, c in zip(shares, caps))
+
+
+def test_split_gives_a_twice_as_fast_rank_twice_the_samples_and_the_rest_to_the_uncapped():
+    assert split_batch([2.0, 1.0, 1.0], 128) == [64, 32, 32]
+    assert split_batch([2.0, 1.0, 1.0], 128, caps=[40, None, None]) == [40, 44, 44]
+    assert equal_split(3, 10) == [4, 3, 3]
+    assert step_time([64, 32, 32], [2.0, 1.0, 1.0]) == 32.0
+    assert step_time(equal_split(3, 128), [2.0, 1.0, 1.0]) > step_time([64, 32, 32], [2, 1, 1])
+
+
+@pytest.mark.parametrize("rates,batch,match", [
+    ([], 4, "at least one rank"), ([1.0, 0.0], 4, "rank 1 has rate 0"),
+    ([1.0, math.nan], 4, "positive finite"), ([1.0], -1, "batch must be"),
+    ([1.0], 2.5, "batch must be")])
+def test_split_rejects_bad_input(rates, batch, match):
+    with pytest.raises(ValueError, match=match):
+        split_batch(rates, batch)
+
+
+# ---- balancer ----------------------------------------------------------------------------------
+def steps(balancer, shares, speeds, n):
+    """Feeds ``n`` steps where rank r computes ``speeds[r]`` samples/s."""
+    for _ in range(n):
+        balancer.observe(shares, [s / v for s, v in zip(shares, speeds)])
+        change = balancer.propose(shares)
+        if change is not None:
+            shares = change[0]
+    return shares
+
+
+def test_balancer_moves_samples_to_the_faster_rank_and_then_stays():
+    b = AdaptiveBalancer([1.0, 1.0, 1.0], every=5)
+    shares = steps(b, [100, 100, 100], [400.0, 200.0, 200.0], 60)
+    assert shares[0] > 1.8 * shares[1] and sum(shares) == 300
+    settled = list(shares)
+    assert steps(b, shares, [400.0, 200.0, 200.0], 30) == settled
+
+
+def test_balancer_hysteresis_ignores_small_gains():
+    b = AdaptiveBalancer([100.0, 100.0], every=1, hysteresis=0.10, smoothing=1.0)
+    b.observe([50, 50], [50 / 104, 50 / 100])  # 4% faster: predicted gain under 10%
+    assert b.propose([50, 50]) is None
+    b.observe([50, 50], [50 / 200, 50 / 100])
+    new, gain = b.propose([50, 50])
+    assert new[0] > new[1] and gain > 1.1
+
+
+def test_balancer_decides_only_every_k_steps_and_keeps_every_rank_measured():
+    b = AdaptiveBalancer([1.0, 1.0], every=3, smoothing=1.0)
+    for _ in range(2):
+        b.observe([5, 5], [0.001, 1.0])
+        assert b.propose([5, 5]) is None
+    b.observe([5, 5], [0.001, 1.0])
+    new, _ = b.propose([5, 5])
+    assert new == [9, 1]  # the slow rank keeps one sample, so it is still measured
+    assert keep_everyone_measured([10, 0, 0]) == [8, 1, 1]
+    with pytest.raises(ValueError, match="rebalance_every"):
+        AdaptiveBalancer([1.0], every=0)
+
+
+# ---- cluster declarations ----------------------------------------------------------------------
+def profiles(*devices):
+    return [{"rank": r, "device": d, "device_name": "X"} for r, d in enumerate(devices)]
+
+
+def test_ranks_fill_declared_groups_in_order():
+    c = ClusterConfig().add_node("gpus", DeviceType.GPU, 1).add_node("cpus", "cpu", 2)
+    assert c.assign(profiles("cpu", "gpu", "cpu")) == ["cpus", "gpus", "cpus"]
+    assert c.num_ranks == 3 and not c.federated
+    assert c.enable_federated_scheduling().federated
+
+
+@pytest.mark.parametrize("cluster,devices,match", [
+    (ClusterConfig().add_node("gpu-pool", DeviceType.GPU, 8).add_node("cpu-pool", "cpu", 4),
+     ("cpu",) * 12, r"8 GPU ranks \(gpu-pool = 8 x GPU, cpu-pool = 4 x CPU\) but 0 of the job's "
+                    r"12 ranks have a GPU \(found: 12 with a CPU\)"),
+    (ClusterConfig().add_node("t", DeviceType.TPU, 1), ("cpu",), "no TPU backend"),
+    (ClusterConfig().add_node("c", "cpu", 4), ("cpu",) * 3, r"declares 4 ranks .* job has 3"),
+    (ClusterConfig(), ("cpu",), "declares no groups"),
+])
+def test_a_declaration_the_job_cannot_run_says_what_was_declared_and_found(cluster, devices,
+                                                                            match):
+    with pytest.raises(ValueError, match=match):
+        cluster.assign(profiles(*devices))
+
+
+def test_cluster_config_checks_its_arguments_and_reads_tables():
+    with pytest.raises(ValueError, match="valid: GPU, CPU, TPU"):
+        ClusterConfig().add_node("x", "fpga", 1)
+    with pytest.raises(ValueError, match="count must be"):
+        ClusterConfig().add_node("x", "cpu", 0)
+    with pytest.raises(ValueError, match="already declared"):
+        ClusterConfig().add_node("x", "cpu").add_node("x", "gpu")
+    c = ClusterConfig.from_dict({"group": [{"name": "a", "device": "cpu", "count": 2}],
+                                 "federated": True, "compress_below_gbps": 0.5})
+    assert c.groups[0].count == 2 and c.federated and c.compress_below_gbps == 0.5
+    assert ClusterConfig.from_dict({}).is_auto
+    with pytest.raises(ValueError, match="missing"):
+        ClusterConfig.from_dict({"group": [{"name": "a"}]})
+    with pytest.raises(ValueError, match="unknown keys"):
+        ClusterConfig.from_dict({"groups": []})
+
+
+# ---- train in one process ----------------------------------------------------------------------
+def mlp(features=64):
+    g = GraphBuilder(seed=0)
+    g.input("features", Shape(32, features)).dense(64, "relu").dense(10, "softmax")
+    return g
+
+
+def test_train_as_a_world_of_one_reports_what_it_did(tmp_path):
+    s = Scheduler.with_graph(mlp(), ClusterConfig.auto(), optimizer=nx.optim.Adam(lr=1e-2))
+    r = s.train("digits", Epochs(3), BatchSize(128), log_file=tmp_path / "log.jsonl",
+                heatmap_png=tmp_path / "heat.png", verbose=False)
+    assert r.shares == [128] and r.accuracy > 0.8 and len(r.history) == 3
+    assert r.samples_per_second > 0 and r.plan["world_size"] == 1
+    assert r.plan["profiles"][0]["gemm_flops"] > 0 and r.plan["lr_scale"] == 1.0
+    events = [json.loads(line)["event"]
+              for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert events[0] == "plan" and events.count("epoch") == 3 and events[-1] == "done"
+    assert (tmp_path / "heat.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_train_scales_the_learning_rate_by_the_documented_rule():
+    s = Scheduler.with_graph(mlp(), optimizer=nx.optim.SGD(lr=0.1))
+    r = s.train("digits", 1, 128, reference_batch=32, max_steps=1, verbose=False)
+    assert r.plan["lr_scale"] == 4.0  # linear: 128 / 32
+    r = s.train("digits", 1, 128, reference_batch=32, lr_scaling="sqrt", max_steps=1,
+                verbose=False)
+    assert r.plan["lr_scale"] == 2.0
+
+
+def test_train_rejects_bad_arguments_clearly():
+    s = Scheduler.with_graph(mlp(784))
+    with pytest.raises(ValueError, match=r"shape \(64,\) but the model's input takes \(784,\)"):
+        s.train("digits", 1, 32, verbose=False)
+    with pytest.raises(ValueError, match="unknown balance"):
+        s.train("digits", 1, 32, balance="fair", verbose=False)
+    with pytest.raises(ValueError, match="Epochs must be"):
+        Epochs(0)
+    with pytest.raises(ValueError, match="BatchSize must be"):
+        BatchSize(-3)
+    with pytest.raises(TypeError, match="with_graph"):
+        Scheduler()
+    with pytest.raises(ValueError, match="compression|codec"):
+        Scheduler.with_graph(mlp()).train("digits", 1, 32, compression="zip", verbose=False)
+
+
+def test_train_accepts_arrays_with_a_test_split():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 8)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    g = GraphBuilder(seed=0)
+    g.input("f", Shape(1, 8)).dense(2, "softmax")
+    r = Scheduler.with_graph(g, optimizer=nx.optim.Adam(lr=0.05)).train(
+        (x[:200], y[:200], x[200:], y[200:]), 20, 50, verbose=False)
+    assert r.accuracy > 0.9
+    assert Scheduler.with_graph(g).train((x, y), 1, 50, verbose=False).accuracy is None
+
+
+# ---- nexus train -------------------------------------------------------------------------------
+RUN = """
+[model]
+input = [64]
+layers = [{dense = 32, activation = "relu"}, {dropout = 0.1}, {dense = 10, activation = "softmax"}]
+[optimizer]
+name = "adam"
+lr = 1e-2
+[train]
+epochs = 2
+batch_size = 64
+compression = "auto"
+[logging]
+jsonl = "LOG"
+checkpoint = "CKPT"
+"""
+
+
+def test_nexus_train_runs_a_run_file_and_saves_the_model(tmp_path, capsys):
+    run = tmp_path / "run.toml"
+    run.write_text(RUN.replace("LOG", str(tmp_path / "log.jsonl"))
+                   .replace("CKPT", str(tmp_path / "model.safetensors")))
+    assert cli(["train", "--config", str(run), "--max-steps", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "nexus scheduler plan" in out and "5 steps" in out
+    model = nx.load(tmp_path / "model.safetensors")
+    assert model.predict(np.zeros((2, 64), np.float32)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("text,match", [
+    ("[model]\ninput = [64]\n", "needs input"),
+    ("[model]\ninput = [64]\nlayers = [{conv3d = 4}]\n", "unknown layer 'conv3d'"),
+    (RUN.replace("[train]", "[train]\nspeed = 2"), r"\[train\]: unknown keys \['speed'\]"),
+    (RUN.replace('name = "adam"', 'name = "lbfgs"'), "unknown name 'lbfgs'"),
+    ("[model\n", "not valid TOML"),
+    ("[trainer]\n", "unknown tables"),
+])
+def test_nexus_train_reports_a_bad_run_file_without_a_traceback(tmp_path, capsys, text, match):
+    run = tmp_path / "run.toml"
+    run.write_text(text)
+    assert cli(["train", "--config", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nexus train: ") and "Traceback" not in err
+    assert __import__("re").search(match, err), err
+
+
+def test_nexus_train_help_documents_every_table():
+    with pytest.raises(SystemExit) as e:
+        cli(["train", "--help"])
+    assert e.value.code == 0
