@@ -3,10 +3,10 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <new>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/env.h"
@@ -52,12 +52,15 @@ class Cache {
     size_t cls = size_class(nbytes);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = free_.find(cls);
-      if (it != free_.end() && !it->second.empty()) {
+      // The smallest cached block of this class or up to two classes larger (at most 50%
+      // slack): a batch that shrinks reuses the bigger buffers instead of faulting in new ones.
+      for (auto it = free_.lower_bound(cls); it != free_.end() && it->first <= cls + cls / 2;
+           ++it) {
+        if (it->second.empty()) continue;
         void* p = it->second.back();
         it->second.pop_back();
-        cached_ -= cls;
-        return {p, cls};
+        cached_ -= it->first;
+        return {p, it->first};
       }
     }
     return {system_alloc(cls), cls};
@@ -90,7 +93,7 @@ class Cache {
 
  private:
   std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  std::map<size_t, std::vector<void*>> free_;  // by size class
   size_t cached_ = 0;
   size_t limit_ = cache_limit();
 };

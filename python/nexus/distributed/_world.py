@@ -31,6 +31,9 @@ CommError = _C.comm.CommError
 # Set by MPI launchers in every rank's environment: MPICH/Hydra, Intel MPI, Open MPI.
 _LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
 _ABORT_GRACE_S = 0.5
+# The longest sleep between tests of a pending request: it bounds how late a rank that waited
+# for slower ones notices they arrived (every step of data-parallel training waits once).
+_MAX_PAUSE_S = 2e-4
 
 
 class Stats(NamedTuple):
@@ -157,7 +160,7 @@ def _wait(req, what: str) -> None:
                             f"some of the {w.size} ranks did not join it; they may have failed, "
                             "exited, or be running a different collective (NEXUS_COMM_TIMEOUT)")
         time.sleep(pause)
-        pause = min(1e-3, pause * 2 or 1e-6)
+        pause = min(_MAX_PAUSE_S, pause * 2 or 1e-6)
 
 
 def barrier() -> None:

@@ -14,8 +14,10 @@ rather than overlapping backward.
 With ``groups`` (a group label per rank) the reduction is hierarchical: a ring inside each group,
 then a ring among the group leaders (the lowest rank of each group) with ``leader_compression``,
 then each leader broadcasts the result inside its group. Every step also gathers each rank's
-compute seconds (forward and backward) into ``last_compute_seconds``: the scheduler's
-rebalancing reads them.
+busy seconds into ``last_busy_seconds``: the time from the previous step's reduction (the last
+moment the ranks were together) to this step's, less nothing but the wait for the others, so it
+holds the update, the caller's loop, the data, forward and backward, and on a rank that shares
+its core, the time the core spent on the other rank. The scheduler's rebalancing reads them.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ class DataParallel:
             for t in list(native.params) + list(native.buffers):
                 _world.broadcast(t, root=root)
         self.last_samples = 0  # samples of all ranks in the last step
-        self.last_compute_seconds = np.zeros(w.size)  # every rank's forward+backward time
+        self.last_busy_seconds = np.zeros(w.size)  # every rank's work in the last step
+        self._synced = None  # when the last reduction ended (the ranks were together)
         self._zeros = None
 
     @property
@@ -81,7 +84,10 @@ class DataParallel:
             self.last_samples = n
             start = time.perf_counter()
             loss = m.train_step(x, y)
-            self.last_compute_seconds = np.array([time.perf_counter() - start])
+            now = time.perf_counter()
+            self.last_busy_seconds = np.array([now - (start if self._synced is None
+                                                      else self._synced)])
+            self._synced = now
             return loss
         from ..model import _as_features, _as_labels  # noqa: PLC0415
 
@@ -92,15 +98,16 @@ class DataParallel:
             grads = list(native.grads)
         else:
             loss, grads = 0.0, self._zero_grads()
-        # Samples, summed loss and compute seconds of all ranks (exact, tiny), then the weighted
+        # Samples, summed loss and busy seconds of all ranks (exact, tiny), then the weighted
         # gradient sum.
         counts = np.zeros(2 + w.size)
         counts[:2] = float(n), float(n) * loss
-        counts[2 + w.rank] = time.perf_counter() - start
+        counts[2 + w.rank] = time.perf_counter() - (start if self._synced is None
+                                                    else self._synced)
         _world._wait(w.comm.Iallreduce(w.mpi.IN_PLACE, counts, op=w.mpi.SUM),
                      "DataParallel.train_step (sample counts)")
         total = counts[0]
-        self.last_compute_seconds = counts[2:]
+        self.last_busy_seconds = counts[2:]
         if total <= 0:
             raise ValueError("DataParallel.train_step: no rank has any samples in this step")
         if self._hier is None:
@@ -108,6 +115,7 @@ class DataParallel:
                                          _C.comm.MAX_SEGMENT_BYTES, config.comm_timeout())
         else:
             stats = self._hier.reduce(self._reducer, grads, n / total)
+        self._synced = time.perf_counter()
         _world._set_stats(stats)
         state = m.optimizer._native_state()
         _C.optim.step(m._opt_config, m.optimizer.lr_at(state.step) * self.lr_scale,

@@ -1,11 +1,13 @@
-"""Adaptive rebalancing: per-rank throughput measured from every step's compute times, shares
+"""Adaptive rebalancing: per-rank throughput measured from every step's busy times, shares
 re-solved every ``every`` steps, changed only when the predicted gain beats ``hysteresis``.
 
-A rank's rate over a window of steps is its samples over its compute seconds, summed over the
-window (single steps of a few milliseconds are at the mercy of the OS scheduler's time slices
+A rank's busy time in a step is everything but waiting for the others (DataParallel's
+``last_busy_seconds``: the update, the data, forward and backward; on a shared core, also the
+time the core gave to the other rank), so equal busy times are what makes nobody wait. A rank's
+rate over a window of steps is its samples over its busy seconds, summed over the window (single steps of a few milliseconds are at the mercy of the OS scheduler's time slices
 when ranks share cores); the estimate is an exponential moving average of window rates.
 
-Every rank feeds the same numbers (the step's compute seconds are all-reduced) through the same
+Every rank feeds the same numbers (the step's busy seconds are all-reduced) through the same
 arithmetic, so every rank takes the same decision without another message.
 """
 
@@ -42,7 +44,7 @@ class AdaptiveBalancer:
         self._seconds = [0.0] * len(self.rates)
 
     def observe(self, shares: Sequence[int], seconds: Sequence[float]) -> None:
-        """One step's shares and each rank's compute seconds."""
+        """One step's shares and each rank's busy seconds."""
         for r, (s, t) in enumerate(zip(shares, seconds)):
             if s > 0 and t > 0 and math.isfinite(t):
                 self._samples[r] += s

@@ -9,7 +9,7 @@ is a world of one). At start every rank is profiled (profile.py) and probed with
 data-parallel (nexus.distributed.DataParallel): each rank takes its share of every global batch,
 gradients are weighted by sample counts and reduced (hierarchically when the cluster is
 federated), every rank applies the same update. With ``balance="adaptive"`` the shares follow
-the measured compute times (balance.py).
+the measured busy times (balance.py).
 
 Learning-rate rule: when the global batch that trains differs from ``reference_batch`` (the batch
 the optimizer's learning rate was chosen for; default: the requested batch), the learning rate is
@@ -40,7 +40,8 @@ from .table import format_table
 AUTO_CODEC = "int8"  # what compression="auto" puts on a slow link (0.27 of the bytes)
 MEMORY_FRACTION = 0.5  # of a rank's free memory its activations may take
 _BALANCES = ("adaptive", "static", "equal")
-PROBE_SECONDS = 0.3  # every rank runs its probe over this window at once
+PROBE_SECONDS = 0.45  # every rank probes over PROBE_WINDOWS windows of this much time in all
+PROBE_WINDOWS = 3
 
 
 class Epochs(int):
@@ -67,7 +68,8 @@ def _positive(cls, what, n):
 class Report:
     """What ``Scheduler.train`` returns (the same on every rank)."""
 
-    samples_per_second: float  # global samples / training seconds (profiling and eval excluded)
+    samples_per_second: float  # global samples / seconds in train steps (profiling, the
+    # warm-up step at the planned shares and evaluation excluded)
     shares: list[int]  # the final per-rank micro-batch sizes, summing to the batch
     accuracy: float | None  # on the dataset's test split (None without one)
     plan: dict  # the plan at start: profiles, groups, shares, compression, lr scale
@@ -140,6 +142,7 @@ class Scheduler:
         epochs, batch = Epochs(epochs), BatchSize(batch_size)
         x, y, x_test, y_test = _load(data, data_path)
         self._check_features(x)
+        x, y = x.astype(self.model._dtype, copy=False), _as_labels(y).numpy()
         w = _world._get()
         rank, n = w.rank, w.size
         out = sys.stdout if (rank == 0 and verbose) else None
@@ -174,6 +177,10 @@ class Scheduler:
                                groups=groups if hierarchical else None,
                                leader_compression=codecs["leaders"])
         dp.lr_scale = lr_scale
+        if shares[rank]:  # warm up at this rank's share: its buffers and kernels, untimed
+            self.model._native.forward_backward(_as_features(x[:shares[rank]], self.model._dtype),
+                                                _as_labels(y[:shares[rank]]))
+        _world.barrier()
         balancer = AdaptiveBalancer(rates, caps, every=rebalance_every, hysteresis=hysteresis)
         heat = HeatMap(n, labels=[f"r{r} {groups[r]}"[:16] for r in range(n)])
         log = JsonlLog(log_file if rank == 0 else None, rank=rank)
@@ -182,25 +189,29 @@ class Scheduler:
         log.write("plan", **{k: v for k, v in plan.items() if k != "profiles"},
                   profiles=profiles)
         train_seconds, samples, step = 0.0, 0, 0
+        seen = None  # the shares of the previous step
         try:
             for epoch in range(1, int(epochs) + 1):
                 order = np.random.default_rng((seed, epoch)).permutation(len(x))
                 e_start, e_loss, e_samples = time.perf_counter(), 0.0, 0
                 for at in range(0, len(x), trained_batch):
-                    idx = order[at:at + trained_batch]
-                    mine = shares if len(idx) == trained_batch else \
-                        split_batch(balancer.rates, len(idx))
-                    lo = sum(mine[:rank])
-                    rows = idx[lo:lo + mine[rank]]
+                    size = min(trained_batch, len(x) - at)
+                    mine = shares if size == trained_batch else split_batch(balancer.rates, size)
+                    lo = at + sum(mine[:rank])
+                    rows = order[lo:lo + mine[rank]]  # gather only this rank's rows
+                    xb, yb = x[rows], y[rows]
                     t0 = time.perf_counter()
-                    loss = dp.train_step(x[rows], y[rows])
-                    train_seconds += time.perf_counter() - t0
-                    secs = dp.last_compute_seconds
+                    loss = dp.train_step(xb, yb)
+                    seconds = time.perf_counter() - t0
+                    train_seconds += seconds
+                    secs = dp.last_busy_seconds
                     step += 1
-                    samples += len(idx)
-                    e_loss += loss * len(idx)
-                    e_samples += len(idx)
-                    balancer.observe(mine, secs)
+                    samples += size
+                    e_loss += loss * size
+                    e_samples += size
+                    if mine == seen:  # a new micro-batch size first allocates its buffers
+                        balancer.observe(mine, secs)
+                    seen = list(mine)
                     heat.add(step, {
                         "throughput": [s / t if s and t > 0 else math.nan
                                        for s, t in zip(mine, secs)],
@@ -208,8 +219,8 @@ class Scheduler:
                         "memory": [s * per_sample / 2**20 for s in mine]})
                     view.update(heat)
                     log.write("step", step=step, epoch=epoch, loss=loss, shares=list(mine),
-                              compute_seconds=[float(t) for t in secs])
-                    if balance == "adaptive" and len(idx) == trained_batch:
+                              seconds=seconds, busy_seconds=[float(t) for t in secs])
+                    if balance == "adaptive" and size == trained_batch:
                         change = balancer.propose(shares)
                         if change is not None:
                             event = {"step": step, "old": list(shares), "new": change[0],
@@ -269,21 +280,25 @@ class Scheduler:
         return max(stats["peak_bytes"] / int(batch), 1.0)
 
     def _probe_rate(self, x, y) -> float:
-        """Samples/s of this rank's forward and backward, run over the same window of wall time
-        on every rank (after a barrier), so ranks that share cores measure each other's load."""
+        """Samples/s of this rank's forward and backward: the median over a few windows of wall
+        time that every rank runs at once (after a barrier), so ranks that share cores measure
+        each other's load."""
         from ..distributed import _world  # noqa: PLC0415
 
         native = self.model._native
         xt, yt = _as_features(x, self.model._dtype), _as_labels(y)
         native.forward_backward(xt, yt)  # warm: buffers, JIT kernels
-        _world.barrier()
-        start = time.perf_counter()
-        done, now = 0, start
-        while now - start < PROBE_SECONDS or done == 0:
-            native.forward_backward(xt, yt)
-            done += len(y)
-            now = time.perf_counter()
-        return done / (now - start)
+        rates = []
+        for _ in range(PROBE_WINDOWS):
+            _world.barrier()
+            start = time.perf_counter()
+            done, now = 0, start
+            while now - start < PROBE_SECONDS / PROBE_WINDOWS or done == 0:
+                native.forward_backward(xt, yt)
+                done += len(y)
+                now = time.perf_counter()
+            rates.append(done / (now - start))
+        return float(np.median(rates))
 
     def _codecs(self, compression, profiles, groups, hierarchical) -> dict:
         """The codec of the flat/group ring and of the leaders' ring."""
