@@ -2,7 +2,7 @@
 
 nexus.Scheduler on 3 ranks of unequal speed, and the accuracy of compressed training.
 
-    python benchmarks/hetero.py [--epochs 12] [--batch 4096] [--repeats 5] [--digits-epochs 15]
+    python benchmarks/hetero.py [--epochs 6] [--batch 8192] [--repeats 5] [--digits-epochs 15]
     mpiexec -n 1 taskset -c 0 python benchmarks/hetero.py --child : \\
             -n 2 taskset -c 1 python benchmarks/hetero.py --child      (what the above runs)
 
@@ -11,17 +11,18 @@ thread per rank (NEXUS_NUM_THREADS=1, OMP_NUM_THREADS=1): rank 0 alone on the fi
 1 and 2 sharing the second, so rank 0 computes about twice as fast as each of the others and the
 best split gives it half of every batch (2 : 1 : 1, 1.33x the equal split's samples/s).
 
-1. A synthetic problem heavy enough that a step computes for tens of milliseconds (x: standard
+1. A synthetic problem heavy enough that a step computes for ~80 ms (x: standard
    normal, labels = argmax(x @ teacher) for a fixed random teacher; MLP features-hidden-10 with
    relu, Adam lr 5e-3) trained with balance="equal", "static" (the start-up probe's split, kept)
    and "adaptive" (rebalanced from measured busy times). The modes alternate within each
    repeat (the order rotates from one repeat to the next), so a load change on the machine hits
    every mode alike; ratios are taken between runs of the same repeat, then the median.
    samples/s is the Report's: every global sample over the seconds spent in train steps
-   (forward, backward, gradient all-reduce, optimizer), first epoch included -- the adaptive
-   run's rebalancing happens in it; profiling, the probe and evaluation are excluded. ideal is
-   the sum of the ranks' estimated rates at the end (the probe's for equal and static, the
-   balancer's smoothed measurements for adaptive); efficiency = samples/s / ideal.
+   (data, forward, backward, gradient all-reduce, optimizer), first epoch included -- the
+   adaptive run's rebalancing happens in it; profiling, the probe, the warm-up step at the
+   planned shares and evaluation are excluded. ideal is the sum of the ranks' rates at the end
+   (samples over busy seconds, smoothed, measured in every mode); efficiency = samples/s /
+   ideal.
 2. Digits (nx.data.load("digits")): MLP 64-256-10, Adam 1e-3, batch 128, balance="static",
    compression None, "int8", "auto" as configured (this machine's links are fast: auto leaves
    compression off) and "auto" with the threshold set to 1e9 GB/s (every link counts as slow:

@@ -220,9 +220,9 @@ class Scheduler:
                     view.update(heat)
                     log.write("step", step=step, epoch=epoch, loss=loss, shares=list(mine),
                               seconds=seconds, busy_seconds=[float(t) for t in secs])
-                    if balance == "adaptive" and size == trained_batch:
+                    if size == trained_batch:  # every mode measures; adaptive acts on it
                         change = balancer.propose(shares)
-                        if change is not None:
+                        if change is not None and balance == "adaptive":
                             event = {"step": step, "old": list(shares), "new": change[0],
                                      "predicted_speedup": change[1],
                                      "rates": list(balancer.rates)}
