@@ -77,23 +77,29 @@ def test_balancer_moves_samples_to_the_faster_rank_and_then_stays():
     assert steps(b, shares, [400.0, 200.0, 200.0], 30) == settled
 
 
-def test_balancer_hysteresis_ignores_small_gains():
+def test_balancer_hysteresis_ignores_small_gains_and_single_noisy_windows():
     b = AdaptiveBalancer([100.0, 100.0], every=1, hysteresis=0.10, smoothing=1.0)
     b.observe([50, 50], [50 / 104, 50 / 100])  # 4% faster: predicted gain under 10%
     assert b.propose([50, 50]) is None
-    b.observe([50, 50], [50 / 200, 50 / 100])
+    b.observe([50, 50], [50 / 200, 50 / 100])  # one window says rank 0 is twice as fast...
+    assert b.propose([50, 50]) is None
+    b.observe([50, 50], [50 / 100, 50 / 200])  # ...the next says the opposite: no move
+    assert b.propose([50, 50]) is None
+    b.observe([50, 50], [50 / 100, 50 / 200])  # confirmed in the same direction: move
     new, gain = b.propose([50, 50])
-    assert new[0] > new[1] and gain > 1.1
+    assert new[1] > new[0] and gain > 1.1
 
 
 def test_balancer_decides_only_every_k_steps_and_keeps_every_rank_measured():
     b = AdaptiveBalancer([1.0, 1.0], every=3, smoothing=1.0)
-    for _ in range(2):
+    for decision in range(2):
+        for _ in range(2):
+            b.observe([5, 5], [0.001, 1.0])
+            assert b.propose([5, 5]) is None
         b.observe([5, 5], [0.001, 1.0])
-        assert b.propose([5, 5]) is None
-    b.observe([5, 5], [0.001, 1.0])
-    new, _ = b.propose([5, 5])
-    assert new == [9, 1]  # the slow rank keeps one sample, so it is still measured
+        change = b.propose([5, 5])
+        assert (change is None) == (decision == 0)  # the first decision waits for a second
+    assert change[0] == [9, 1]  # the slow rank keeps one sample, so it is still measured
     assert keep_everyone_measured([10, 0, 0]) == [8, 1, 1]
     with pytest.raises(ValueError, match="rebalance_every"):
         AdaptiveBalancer([1.0], every=0)

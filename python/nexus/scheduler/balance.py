@@ -24,8 +24,10 @@ class AdaptiveBalancer:
 
     ``smoothing``: weight of the newest window in the exponential moving average.
     ``every``: steps between decisions. ``hysteresis``: the re-solved split must predict a step
-    at least this fraction faster than the current one, or the shares stay (so measurement
-    noise does not make them oscillate). ``caps``: per-rank memory limits in samples.
+    at least this fraction faster than the current one, at two decisions in a row and moving
+    samples the same way both times, or the shares stay (so one noisy window does not move them
+    and measurement noise does not make them oscillate). ``caps``: per-rank memory limits in
+    samples.
     """
 
     def __init__(self, rates: Sequence[float], caps: Sequence[int | None] | None = None,
@@ -40,6 +42,7 @@ class AdaptiveBalancer:
         self.caps = caps
         self.every, self.hysteresis, self.smoothing = every, hysteresis, smoothing
         self._since = 0
+        self._pending = None  # the direction of the last decision's proposal, to confirm
         self._samples = [0.0] * len(self.rates)
         self._seconds = [0.0] * len(self.rates)
 
@@ -61,7 +64,8 @@ class AdaptiveBalancer:
 
     def propose(self, shares: Sequence[int]) -> tuple[list[int], float] | None:
         """The new shares and their predicted speed-up when it is time to decide and the gain
-        clears the hysteresis; None otherwise (counting restarts at every decision)."""
+        clears the hysteresis for the second decision running, in the same direction; None
+        otherwise (counting restarts at every decision)."""
         if self._since < self.every:
             return None
         self._since = 0
@@ -70,7 +74,13 @@ class AdaptiveBalancer:
         new = keep_everyone_measured(split_batch(self.rates, batch, self.caps))
         now, then = step_time(shares, self.rates), step_time(new, self.rates)
         if list(new) == list(shares) or then <= 0 or now / then < 1 + self.hysteresis:
+            self._pending = None
             return None
+        direction = [(n > s) - (n < s) for n, s in zip(new, shares)]
+        confirmed, self._pending = direction == self._pending, direction
+        if not confirmed:
+            return None
+        self._pending = None
         return new, now / then
 
     @property
