@@ -38,6 +38,15 @@ def test_adaptive_split_gives_the_faster_rank_the_largest_share(job):
     assert rows[0]["history"] == 5
 
 
+def test_adaptive_balance_corrects_an_equal_first_split(job):
+    proc, _ = job
+    rows = by_check(proc, "adaptive_from_equal", N)
+    shares, events = rows[0]["shares"], rows[0]["rebalances"]
+    assert events and events[0]["old"] == [683, 683, 682]
+    assert shares[0] > shares[1] and shares[0] > shares[2], (shares, events)
+    assert all(r["shares"] == shares and r["identical"] for r in rows)
+
+
 def test_rank_0_writes_the_log_and_the_heat_map(job):
     _, out = job
     events = [json.loads(line) for line in (out / "adaptive.jsonl").read_text().splitlines()]

@@ -189,6 +189,11 @@ def test_train_rejects_bad_arguments_clearly():
         BatchSize(-3)
     with pytest.raises(TypeError, match="with_graph"):
         Scheduler()
+    with pytest.raises(ValueError, match="shares must be 1 integers"):
+        Scheduler.with_graph(mlp()).train("digits", 1, 32, shares=[30], verbose=False)
+    with pytest.raises(ValueError, match="balance=\"equal\" splits evenly"):
+        Scheduler.with_graph(mlp()).train("digits", 1, 32, shares=[32], balance="equal",
+                                          verbose=False)
     with pytest.raises(ValueError, match="compression|codec"):
         Scheduler.with_graph(mlp()).train("digits", 1, 32, compression="zip", verbose=False)
 

@@ -117,8 +117,8 @@ class Scheduler:
               compression=None, rebalance_every: int = 10, hysteresis: float = 0.05,
               lr_scaling: str | None = "linear", reference_batch: int | None = None,
               seed: int = 0, data_path=None, log_file=None, heatmap_png=None,
-              live: bool | None = None, verbose: bool = True, max_steps: int | None = None
-              ) -> Report:
+              live: bool | None = None, verbose: bool = True, max_steps: int | None = None,
+              shares=None) -> Report:
         """Trains on ``data`` ("digits", "mnist" with ``data_path``, or ``(x, y)`` /
         ``(x, y, x_test, y_test)`` arrays) for ``epochs`` with a global ``batch_size``.
 
@@ -128,7 +128,9 @@ class Scheduler:
         measured slower than the cluster's threshold). ``log_file``: JSON lines (plan, steps,
         rebalances, epochs) from rank 0; ``heatmap_png``: the ranks x time heat map, saved at the
         end by rank 0; ``live``: redraw it in the terminal while training (default: when stdout
-        is a terminal). ``max_steps`` stops early (for smoke runs).
+        is a terminal). ``max_steps`` stops early (for smoke runs). ``shares``: the first split
+        (per-rank sizes summing to the batch) instead of the probe's, for "static" and
+        "adaptive" (say, the split an earlier run ended with).
         """
         from .. import distributed as dist  # noqa: PLC0415
         from ..distributed import _world  # noqa: PLC0415
@@ -157,7 +159,9 @@ class Scheduler:
         rates = [float(r) for r in rates]
         trained_batch = min(int(batch), sum(caps))
         lr_scale = _lr_scale(lr_scaling, trained_batch, reference_batch or int(batch))
-        if balance == "equal":
+        if shares is not None:
+            shares = _given_shares(shares, n, trained_batch, balance)
+        elif balance == "equal":
             shares = equal_split(n, trained_batch)
         else:
             shares = keep_everyone_measured(split_batch(rates, trained_batch, caps))
@@ -320,6 +324,18 @@ class Scheduler:
             if links else "no links"
         codec = AUTO_CODEC if slow else "none"
         return {"ring": "none" if hierarchical else codec, "leaders": codec, "reason": why}
+
+
+def _given_shares(shares, n: int, batch: int, balance: str) -> list[int]:
+    if balance == "equal":
+        raise ValueError('train: shares= sets the first split of balance="static" or '
+                         '"adaptive"; balance="equal" splits evenly')
+    shares = list(shares)
+    if len(shares) != n or any(isinstance(s, bool) or not isinstance(s, (int, np.integer))
+                               or s < 0 for s in shares) or sum(shares) != batch:
+        raise ValueError(f"train: shares must be {n} integers >= 0 (one per rank) summing to "
+                         f"the batch {batch}, got {shares}")
+    return [int(s) for s in shares]
 
 
 def _lr_scale(rule, batch: int, reference: int) -> float:

@@ -56,6 +56,13 @@ report(check="adaptive", shares=r.shares, accuracy=r.accuracy, steps=r.steps,
        samples_per_second=r.samples_per_second, rebalances=len(r.rebalances),
        plan_shares=r.plan["shares"], groups=r.plan["groups"])
 
+# ---- adaptive from an equal first split: the balancer moves samples to rank 0
+s = Scheduler.with_graph(build(1024, 256), ClusterConfig.auto(), optimizer=nx.optim.Adam(lr=5e-3))
+r = s.train((xs, ys), Epochs(4), BatchSize(2048), balance="adaptive", rebalance_every=2,
+            shares=[683, 683, 682], verbose=False)
+report(check="adaptive_from_equal", shares=r.shares, rebalances=r.rebalances,
+       identical=identical(s.model))
+
 # ---- declared groups, federated: hierarchical reduction, compression on the leaders' link
 # forced by a threshold no link meets; compared with the same run uncompressed.
 accuracy = {}
