@@ -4,6 +4,7 @@
 #include "bindings.h"
 #include "engine/compiled_model.h"
 #include "engine/executor.h"
+#include "grad_ready_hook.h"
 
 namespace py = pybind11;
 
@@ -84,7 +85,22 @@ void bind_graph(py::module_& m) {
         }
         return out;
       }, py::arg("batch"))
-      .def("forward_backward", &engine::CompiledModel::forward_backward, nogil)
+      .def("forward_backward", [](engine::CompiledModel& c, const Tensor& x, const Tensor& y,
+                                  py::object on_grad_ready) {
+        engine::CompiledModel::GradReady ready;
+        if (!on_grad_ready.is_none()) {
+          NX_CHECK_TYPE(PyCapsule_IsValid(on_grad_ready.ptr(), kGradReadyCapsule),
+                        "forward_backward: on_grad_ready must be the hook of a "
+                        "nexus._C_mpi.OverlapReduction (a \"", kGradReadyCapsule, "\" capsule)");
+          const GradReadyHook hook = *static_cast<GradReadyHook*>(
+              PyCapsule_GetPointer(on_grad_ready.ptr(), kGradReadyCapsule));
+          ready = [hook](size_t p, const Tensor& g) {
+            if (g.defined() && g.is_contiguous()) hook.fn(hook.ctx, p, g.raw_data(), g.numel());
+          };
+        }
+        py::gil_scoped_release nogil;
+        return c.forward_backward(x, y, ready);
+      }, py::arg("x"), py::arg("y"), py::arg("on_grad_ready") = py::none())
       .def("train_step", &engine::CompiledModel::train_step, nogil)
       .def("predict", &engine::CompiledModel::predict, nogil)
       .def("evaluate_loss", &engine::CompiledModel::evaluate_loss, nogil)

@@ -36,32 +36,37 @@ void BucketReducer::reset_residuals() {
 }
 
 template <class T>
-AllReduceStats BucketReducer::reduce_typed(Transport& t, const std::vector<Tensor>& grads,
-                                           double pre, double post, AllReduceOptions opts) {
-  AllReduceStats total;
+AllReduceStats BucketReducer::reduce_one(Transport& t, size_t b, const std::vector<void*>& grads,
+                                         double pre, double post, AllReduceOptions opts) {
   opts.codec = codec_;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const Bucket& bk = buckets_[b];
-    flat_.resize(std::max(flat_.size(), bk.numel * sizeof(T)));
-    T* flat = reinterpret_cast<T*>(flat_.data());
-    size_t off = 0;
-    for (size_t i = bk.first; i < bk.last; ++i) {
-      const T* g = grads[i].data<T>();
-      for (size_t k = 0; k < numels_[i]; ++k) flat[off + k] = T(g[k] * pre);
-      off += numels_[i];
-    }
-    opts.residual = residuals_.empty() ? nullptr : &residuals_[b];
-    const AllReduceStats s = ring_allreduce(t, flat, bk.numel, opts);
-    total.bytes_sent += s.bytes_sent;
-    total.bytes_uncompressed += s.bytes_uncompressed;
-    off = 0;
-    for (size_t i = bk.first; i < bk.last; ++i) {
-      T* g = grads[i].data<T>();
-      for (size_t k = 0; k < numels_[i]; ++k) g[k] = T(flat[off + k] * post);
-      off += numels_[i];
-    }
+  const Bucket& bk = buckets_[b];
+  flat_.resize(std::max(flat_.size(), bk.numel * sizeof(T)));
+  T* flat = reinterpret_cast<T*>(flat_.data());
+  size_t off = 0;
+  for (size_t i = bk.first; i < bk.last; ++i) {
+    const T* g = static_cast<const T*>(grads[i]);
+    for (size_t k = 0; k < numels_[i]; ++k) flat[off + k] = T(g[k] * pre);
+    off += numels_[i];
   }
-  return total;
+  opts.residual = residuals_.empty() ? nullptr : &residuals_[b];
+  const AllReduceStats s = ring_allreduce(t, flat, bk.numel, opts);
+  off = 0;
+  for (size_t i = bk.first; i < bk.last; ++i) {
+    T* g = static_cast<T*>(grads[i]);
+    for (size_t k = 0; k < numels_[i]; ++k) g[k] = T(flat[off + k] * post);
+    off += numels_[i];
+  }
+  return s;
+}
+
+AllReduceStats BucketReducer::reduce_bucket(Transport& t, size_t b,
+                                            const std::vector<void*>& grads, double pre_scale,
+                                            double post_scale, const AllReduceOptions& base) {
+  NX_CHECK(b < buckets_.size(), "BucketReducer: bucket ", b, " of ", buckets_.size());
+  NX_CHECK(grads.size() == numels_.size(), "BucketReducer: ", grads.size(),
+           " gradients for ", numels_.size(), " parameters");
+  return dtype_ == DType::Float64 ? reduce_one<double>(t, b, grads, pre_scale, post_scale, base)
+                                  : reduce_one<float>(t, b, grads, pre_scale, post_scale, base);
 }
 
 AllReduceStats BucketReducer::reduce(Transport& t, const std::vector<Tensor>& grads,
@@ -79,9 +84,14 @@ AllReduceStats BucketReducer::reduce(Transport& t, const std::vector<Tensor>& gr
     NX_CHECK(size_t(grads[i].numel()) == numels_[i], "BucketReducer: gradient ", i, " has ",
              grads[i].numel(), " elements, its parameter ", numels_[i]);
   }
-  AllReduceStats s = dtype_ == DType::Float64
-                         ? reduce_typed<double>(t, grads, pre_scale, post_scale, base)
-                         : reduce_typed<float>(t, grads, pre_scale, post_scale, base);
+  std::vector<void*> data;
+  for (const Tensor& g : grads) data.push_back(g.raw_data());
+  AllReduceStats s;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const AllReduceStats one = reduce_bucket(t, b, data, pre_scale, post_scale, base);
+    s.bytes_sent += one.bytes_sent;
+    s.bytes_uncompressed += one.bytes_uncompressed;
+  }
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return s;
 }

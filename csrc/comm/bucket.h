@@ -37,13 +37,21 @@ class BucketReducer {
   AllReduceStats reduce(Transport& t, const std::vector<Tensor>& grads, double pre_scale,
                         double post_scale, const AllReduceOptions& base);
 
+  // Reduces bucket b alone; grads[i] points at parameter i's gradient data (only the bucket's
+  // parameters are read). For callers that reduce buckets as their gradients become final.
+  AllReduceStats reduce_bucket(Transport& t, size_t b, const std::vector<void*>& grads,
+                               double pre_scale, double post_scale, const AllReduceOptions& base);
+
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  size_t num_params() const { return numels_.size(); }
+  size_t numel(size_t param) const { return numels_[param]; }
+  DType dtype() const { return dtype_; }
   void reset_residuals();
 
  private:
   template <class T>
-  AllReduceStats reduce_typed(Transport& t, const std::vector<Tensor>& grads, double pre,
-                              double post, AllReduceOptions opts);
+  AllReduceStats reduce_one(Transport& t, size_t b, const std::vector<void*>& grads, double pre,
+                            double post, AllReduceOptions opts);
 
   std::vector<size_t> numels_;
   DType dtype_;

@@ -34,6 +34,18 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
   grads_.resize(params_.size());
   // After autodiff, so the values backward reads count as the groups' outputs.
   if (fuse) fusion_ = std::make_unique<Fusion>(g_, g_.forward_end);
+  // A gradient is final once its producer has run: values are written once. A producer inside
+  // a fused group runs when the group's last member does.
+  grads_final_at_.resize(size_t(all));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int v = g_.param_grads[i];
+    if (v < 0) continue;
+    int at = g_.value(v).producer;
+    const int group = fusion_ ? fusion_->group_of[size_t(at)] : -1;
+    if (group >= 0 && fusion_->usable(group, train_run_))
+      at = fusion_->fused.groups[size_t(group)].group.nodes.back();
+    grads_final_at_[size_t(at)].push_back(i);
+  }
 }
 
 std::vector<int> CompiledModel::results_last_use(const std::vector<bool>& run) const {
@@ -50,9 +62,13 @@ void CompiledModel::bind_state(Executor& ex) const {
   for (size_t i = 0; i < buffers_.size(); ++i) ex.set(g_.buffers[i], buffers_[i]);
 }
 
-double CompiledModel::forward_backward(const Tensor& x, const Tensor& y) {
+double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const GradReady& ready) {
   Executor ex(g_, fusion_.get());
   bind_state(ex);
+  if (ready)
+    ex.after_node = [&](size_t i) {
+      for (size_t p : grads_final_at_[i]) ready(p, ex.get(g_.param_grads[p]));
+    };
   ex.set(g_.inputs[0], x);
   ex.set(g_.inputs[1], y);
   autograd::NoGradGuard outer;  // only the per-node tapes record (Executor enables them locally)

@@ -20,8 +20,13 @@ class CompiledModel {
   // every node on its own (the reference the fused path is tested against).
   CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers, bool fuse = true);
 
+  // Called during backward with a parameter's index and its gradient as soon as that gradient
+  // is final (nothing later in the pass writes it), so a caller can start reducing it while
+  // backward goes on (data-parallel overlap). Runs on the thread running the pass.
+  using GradReady = std::function<void(size_t param, const Tensor& grad)>;
+
   // Forward and backward on one batch; returns the loss and leaves the gradients in grads().
-  double forward_backward(const Tensor& x, const Tensor& y);
+  double forward_backward(const Tensor& x, const Tensor& y, const GradReady& ready = {});
   // One training step: forward_backward, then the fused optimizer update of every parameter.
   // The optimizer's state (step count, moments) belongs to the optimizer object that owns it.
   double train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt, double lr,
@@ -45,6 +50,7 @@ class CompiledModel {
   std::vector<Tensor> params_, buffers_, grads_;
   std::vector<bool> train_run_, predict_run_, loss_run_, record_, no_record_;
   std::vector<int> train_last_, predict_last_, loss_last_;
+  std::vector<std::vector<size_t>> grads_final_at_;  // per node: params whose gradient it ends
 };
 
 }  // namespace nexus::engine

@@ -118,11 +118,12 @@ void Executor::run(size_t begin, size_t end, const std::vector<bool>& run, const
       if (int(i) != members.back()) continue;  // the group runs at its last member
       run_group(group);
       for (int m : members) release_after(i, g_.nodes()[size_t(m)], last);
-      continue;
+    } else {
+      if (n.kind == OpKind::Grad) backward(i);
+      else forward(i, record[i], training);
+      release_after(i, n, last);
     }
-    if (n.kind == OpKind::Grad) backward(i);
-    else forward(i, record[i], training);
-    release_after(i, n, last);
+    if (after_node) after_node(i);
   }
 }
 

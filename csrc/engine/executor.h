@@ -2,6 +2,7 @@
 // local tape its forward node recorded (so every rule comes from ops/derivatives.cpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,6 +45,9 @@ class Executor {
   // Runs nodes [begin, end) where run[i]; frees each value after last[value].
   void run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last,
            const std::vector<bool>& record, bool training);
+
+  // Called with node i's index once node i (or the fused group it closes) has run.
+  std::function<void(size_t)> after_node;
 
  private:
   void forward(size_t i, bool record, bool training);

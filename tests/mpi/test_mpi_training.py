@@ -48,3 +48,11 @@ def test_compressed_fit_keeps_ranks_identical_and_logs_from_rank_0_only(job):
     assert rows[0]["loss"][-1] < rows[0]["loss"][0]
     assert rows[0]["accuracy"] > 0.6  # 3 short epochs; benchmarks/allreduce.py compares codecs
     assert len(log.read_text().splitlines()) == EPOCHS_INT8  # not one line per rank
+
+
+def test_reducing_while_backward_runs_gives_the_result_of_reducing_after_it(job):
+    n, proc, _ = job
+    rows = by_check(proc, "overlap", n)
+    assert all(row["used"] == [True, False] for row in rows)  # the overlapped path did run
+    assert all(row["identical"] for row in rows)
+    assert max(row["max_diff"] for row in rows) <= 1e-5, rows

@@ -30,6 +30,11 @@ class MpiTransport final : public Transport {
   bool test(Request& req, size_t* bytes = nullptr) override;
   void cancel(Request& req) override;
 
+  // In the background (a thread reducing while backward computes on the same cores), waits
+  // sleep between polls instead of yielding: a yielding thread is always runnable and would
+  // take half of a core the computation needs.
+  void set_background(bool on) { background_ = on; }
+
  private:
   struct Op;
   Op& op(const Request& req);
@@ -40,6 +45,7 @@ class MpiTransport final : public Transport {
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;
   int64_t next_id_ = 0;
+  bool background_ = false;
   std::unordered_map<int64_t, std::unique_ptr<Op>> ops_;
 };
 

@@ -7,9 +7,12 @@ update to the same weights, so weights stay identical bit for bit. Weighting by 
 reduced gradient the full-batch mean gradient even when ranks hold different numbers of rows
 (DESIGN decision 7); a rank with no rows this step contributes zeros.
 
-The compiled step runs forward and backward in one call and exposes no per-layer gradient hook,
-so the reduction starts once backward has finished (buckets are reduced one after another),
-rather than overlapping backward.
+The reduction overlaps backward: the compiled step reports each parameter's gradient as soon as
+it is final, and a worker thread (OverlapReduction, C++) reduces each bucket once all of its
+gradients are in, from the last bucket to the first, while backward computes the earlier layers.
+The gradients are weighted by this rank's samples over the previous step's global count (the
+same on every rank, known before backward starts; the first step exchanges the counts first) and
+rescaled after the step's counts arrive, if the count changed.
 
 With ``groups`` (a group label per rank) the reduction is hierarchical: a ring inside each group,
 then a ring among the group leaders (the lowest rank of each group) with ``leader_compression``,
@@ -40,7 +43,7 @@ class DataParallel:
     """
 
     def __init__(self, model, compression=None, bucket_bytes: int | None = None, root: int = 0,
-                 groups=None, leader_compression=None):
+                 groups=None, leader_compression=None, overlap: bool = True):
         self.model = model
         self.compression = _world._codec_spec(compression)
         self.leader_compression = _world._codec_spec(leader_compression)
@@ -55,6 +58,10 @@ class DataParallel:
         self.bucket_bytes = bucket_bytes
         self._reducer = None
         self._hier = None
+        self._guess = None  # the previous step's global sample count
+        # The worker thread calls MPI while this one does not: MPI_THREAD_SERIALIZED at least.
+        self.overlap = bool(overlap) and groups is None and w.size > 1 and \
+            w.mpi.Query_thread() >= w.mpi.THREAD_SERIALIZED
         if w.size > 1:
             from .. import _C_mpi  # noqa: PLC0415
 
@@ -93,24 +100,43 @@ class DataParallel:
 
         native = m._native
         start = time.perf_counter()
+        if self.overlap:
+            from .. import _C_mpi  # noqa: PLC0415
+
+            if self._guess is None:  # the first step: every rank must weight by the same count
+                first = np.array([float(n)])
+                _world._wait(w.comm.Iallreduce(w.mpi.IN_PLACE, first, op=w.mpi.SUM),
+                             "DataParallel.train_step (first sample counts)")
+                self._guess = float(first[0]) or 1.0
+            guess = self._guess
+            pending = _C_mpi.OverlapReduction(self._reducer, w.transport, n / guess,
+                                              _C.comm.MAX_SEGMENT_BYTES, config.comm_timeout())
         if n > 0:
-            loss = native.forward_backward(_as_features(x, m._dtype), _as_labels(y))
+            loss = native.forward_backward(_as_features(x, m._dtype), _as_labels(y),
+                                           pending.hook() if self.overlap else None)
             grads = list(native.grads)
         else:
             loss, grads = 0.0, self._zero_grads()
+        busy_end = time.perf_counter()
+        if self.overlap:
+            stats = pending.finish(grads)  # the buckets backward has not already seen reduced
         # Samples, summed loss and busy seconds of all ranks (exact, tiny), then the weighted
         # gradient sum.
         counts = np.zeros(2 + w.size)
         counts[:2] = float(n), float(n) * loss
-        counts[2 + w.rank] = time.perf_counter() - (start if self._synced is None
-                                                    else self._synced)
+        counts[2 + w.rank] = busy_end - (start if self._synced is None else self._synced)
         _world._wait(w.comm.Iallreduce(w.mpi.IN_PLACE, counts, op=w.mpi.SUM),
                      "DataParallel.train_step (sample counts)")
         total = counts[0]
         self.last_busy_seconds = counts[2:]
         if total <= 0:
             raise ValueError("DataParallel.train_step: no rank has any samples in this step")
-        if self._hier is None:
+        if self.overlap:
+            if total != guess:  # weighted by samples / guess: make it samples / total
+                for g in grads:
+                    g.numpy()[...] *= guess / total
+            self._guess = total
+        elif self._hier is None:
             stats = self._reducer.reduce(w.transport, grads, n / total, 1.0,
                                          _C.comm.MAX_SEGMENT_BYTES, config.comm_timeout())
         else:

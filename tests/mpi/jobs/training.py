@@ -76,3 +76,16 @@ history = model.fit(x, y, epochs=3, batch_size=B, distributed=True, compression=
                     log_file=sys.argv[1], progress=False, validation_data=(x, y))
 report(check="fit_int8", identical=same_everywhere(model), loss=history["loss"],
        accuracy=history["val_accuracy"][-1])
+
+# ---- reduction overlapping backward vs after it: the same weights up to rounding (the
+# overlapped path weights by the previous step's count and rescales when it changes). SGD, so
+# rounding stays rounding; unequal shares, several buckets; at 4 ranks rank 1 has no rows.
+runs = {}
+for overlap in (True, False):
+    model = build()
+    dp = dist.DataParallel(model, bucket_bytes=2048, overlap=overlap)
+    for xb, yb in nx.data.DataLoader((x, y), batch_size=B, seed=2, rank=RANK, shares=shares):
+        dp.train_step(xb, yb)
+    runs[overlap] = (flat(model), dp.overlap)
+report(check="overlap", max_diff=float(np.abs(runs[True][0] - runs[False][0]).max()),
+       used=[runs[True][1], runs[False][1]], identical=same_everywhere(model))
