@@ -15,11 +15,29 @@ import numpy as np
 FORMAT = "nexus.checkpoint/1"
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (os.umask can only
+    be read by setting it, which races with other threads creating files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Writes ``data`` to ``path`` through a temporary file and a rename (atomic on POSIX)."""
+    """Writes ``data`` to ``path`` through a temporary file and a rename (atomic on POSIX). The
+    file gets the permissions a plain open() would give it (0666 less the umask), not the
+    temporary file's private 0600."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -365,3 +365,13 @@ def test_jsonl_log_disabled_and_errors(tmp_path):
         log.write("e", x=object())
     log.close()
     assert (tmp_path / "l.jsonl").read_text() == ""
+
+
+def test_saved_png_gets_the_permissions_of_a_plain_file(tmp_path):
+    import stat
+
+    path = tmp_path / "h.png"
+    write_png(path, np.zeros((2, 3, 3), np.uint8))
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
