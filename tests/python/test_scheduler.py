@@ -181,6 +181,8 @@ def test_train_rejects_bad_arguments_clearly():
     s = Scheduler.with_graph(mlp(784))
     with pytest.raises(ValueError, match=r"shape \(64,\) but the model's input takes \(784,\)"):
         s.train("digits", 1, 32, verbose=False)
+    with pytest.raises(ValueError, match="data_path=<folder with the four MNIST IDX files>"):
+        Scheduler.with_graph(mlp(784)).train("mnist", 1, 32, verbose=False)
     with pytest.raises(ValueError, match="unknown balance"):
         s.train("digits", 1, 32, balance="fair", verbose=False)
     with pytest.raises(ValueError, match="Epochs must be"):

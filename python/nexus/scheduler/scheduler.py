@@ -128,7 +128,7 @@ class Scheduler:
         measured slower than the cluster's threshold). ``log_file``: JSON lines (plan, steps,
         rebalances, epochs) from rank 0; ``heatmap_png``: the ranks x time heat map, saved at the
         end by rank 0; ``live``: redraw it in the terminal while training (default: when stdout
-        is a terminal). ``max_steps`` stops early (for smoke runs). ``shares``: the first split
+        is a terminal; never with ``verbose=False``). ``max_steps`` stops early (for smoke runs). ``shares``: the first split
         (per-rank sizes summing to the batch) instead of the probe's, for "static" and
         "adaptive" (say, the split an earlier run ended with).
         """
@@ -188,7 +188,7 @@ class Scheduler:
         balancer = AdaptiveBalancer(rates, caps, every=rebalance_every, hysteresis=hysteresis)
         heat = HeatMap(n, labels=[f"r{r} {groups[r]}"[:16] for r in range(n)])
         log = JsonlLog(log_file if rank == 0 else None, rank=rank)
-        view = LiveHeatMap(enabled=(rank == 0 and (live if live is not None else None)))
+        view = LiveHeatMap(enabled=live if out is not None else False)  # None: on a terminal
         report = Report(0.0, list(shares), None, plan)
         log.write("plan", **{k: v for k, v in plan.items() if k != "profiles"},
                   profiles=profiles)
@@ -349,6 +349,11 @@ def _load(data, path):
     from ..data import load  # noqa: PLC0415
 
     if isinstance(data, str):
+        if data == "mnist" and path is None:
+            raise ValueError("train('mnist'): pass data_path=<folder with the four MNIST IDX "
+                             "files> (train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+                             "t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, raw or .gz); "
+                             "nothing is downloaded")
         x, y, xt, yt = load(data, path)
     elif isinstance(data, (tuple, list)) and len(data) in (2, 4):
         x, y = data[0], data[1]
