@@ -82,3 +82,28 @@ def test_declaring_a_gpu_group_without_gpus_names_both(job):
     rows = by_check(proc, "gpu_declared", N)
     err = rows[0]["error"]
     assert err is not None and "3 GPU ranks" in err and "gpu-pool" in err and "CPU" in err
+
+
+def test_nexus_train_runs_under_mpiexec_and_rank_0_alone_writes(run_job, tmp_path):
+    run = tmp_path / "run.toml"
+    run.write_text(f"""
+[model]
+input = [64]
+layers = [{{dense = 32, activation = "relu"}}, {{dense = 10, activation = "softmax"}}]
+[optimizer]
+name = "sgd"
+lr = 0.1
+[train]
+epochs = 2
+batch_size = 96
+[logging]
+jsonl = "{tmp_path / 'run.jsonl'}"
+heatmap_png = "{tmp_path / 'heat.png'}"
+checkpoint = "{tmp_path / 'model.safetensors'}"
+""")
+    proc = run_job(2, "cli_train.py", "--config", str(run), "--max-steps", "4")
+    assert proc.stdout.count("nexus scheduler plan") == 1  # printed by rank 0 only
+    events = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert events[0]["event"] == "plan" and events[0]["world_size"] == 2
+    assert sum(e["event"] == "step" for e in events) == 4
+    assert (tmp_path / "heat.png").exists() and (tmp_path / "model.safetensors").exists()
