@@ -30,6 +30,9 @@ class Codec {
   // The spec string this codec was parsed from, normalised ("topk:0.01").
   virtual std::string spec() const = 0;
   virtual bool lossless() const { return false; }
+  // "topk:RATIO" answers RATIO: the all-reduce then gathers every rank's own top entries
+  // instead of re-sparsifying partial sums along the ring (ring.cpp). Others: 0.
+  virtual double topk_ratio() const { return 0.0; }
   virtual size_t max_encoded_bytes(size_t n) const = 0;
   // Encodes x[0..n) into out (at least max_encoded_bytes(n) bytes); returns the bytes written.
   virtual size_t encode(const float* x, size_t n, std::byte* out) const = 0;

@@ -259,6 +259,68 @@ AllReduceStats run(Transport& t, T* data, size_t n, const AllReduceOptions& o, W
   return stats;
 }
 
+// Top-k all-reduce: every rank picks its own top RATIO / N of each segment (after adding its
+// error-feedback residual), the picks travel around the ring as an all-gather (forwarded
+// verbatim), and every rank adds all N of them in rank order, so all ranks hold the same bits.
+// The sum has at most RATIO of the entries, the wire carries about RATIO of the uncompressed
+// ring's bytes, and what a rank did not send waits in its own residual: no partial sum is ever
+// re-sparsified (which a ring of top-k codecs does at every hop).
+AllReduceStats sparse_allreduce(Transport& t, float* data, size_t n, const AllReduceOptions& o,
+                                double ratio) {
+  const auto start = std::chrono::steady_clock::now();
+  const int N = t.size(), r = t.rank();
+  AllReduceStats stats;
+  if (n == 0 || N == 1) return stats;
+  const auto local = make_topk_codec(ratio / N);
+  const size_t seg = std::max<size_t>(1, o.segment_bytes / sizeof(float));
+  // The message layout follows from n alone (top-k encodes a fixed size per segment).
+  std::vector<size_t> offs;
+  size_t msg = 0;
+  for (size_t off = 0; off < n; off += seg) {
+    offs.push_back(msg);
+    msg += local->max_encoded_bytes(std::min(seg, n - off));
+  }
+  std::byte* store = scratch(0, size_t(N) * msg);
+  auto message = [&](int q) { return store + size_t(q) * msg; };
+  std::vector<float> work;
+  for (size_t off = 0, s = 0; off < n; off += seg, ++s) {
+    const size_t len = std::min(seg, n - off);
+    std::byte* out = message(r) + offs[s];
+    if (o.residual) o.residual->encode(*local, off, data + off, len, out, work);
+    else local->encode(data + off, len, out);
+  }
+  const int left = (r + N - 1) % N, right = (r + 1) % N;
+  for (int step = 0; step + 1 < N; ++step) {
+    const int give = (r - step + N) % N, take = (r - step - 1 + N) % N;
+    Request recv = t.irecv(left, message(take), msg, kTagAllGather);
+    Request send = t.isend(right, message(give), msg, kTagAllGather);
+    stats.bytes_sent += msg;
+    try {
+      t.wait(send, o.timeout);
+      const size_t got = t.wait(recv, o.timeout);
+      if (got != msg)
+        throw CommError(str("top-k all-reduce: rank ", r, " (this rank) received ", got,
+                            " bytes from rank ", left, ", expected ", msg, ": the ranks "
+                            "disagree on the buffer size or codec"));
+    } catch (const CommError& e) {
+      t.cancel(send);
+      t.cancel(recv);
+      throw CommError(str("top-k all-reduce, step ", step + 1, "/", N - 1, ": ", e.what()));
+    }
+  }
+  std::fill(data, data + n, 0.0f);
+  for (int q = 0; q < N; ++q)
+    for (size_t off = 0, s = 0; off < n; off += seg, ++s) {
+      const size_t len = std::min(seg, n - off);
+      local->decode(message(q) + offs[s], local->max_encoded_bytes(len), data + off, len, true);
+    }
+  if (o.op == ReduceOp::Mean)
+    for (size_t i = 0; i < n; ++i) data[i] /= float(N);
+  stats.bytes_uncompressed = 2 * (n - n / size_t(N)) * sizeof(float);
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
 }  // namespace
 
 AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllReduceOptions& o) {
@@ -266,6 +328,8 @@ AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllRedu
   NX_CHECK(!o.residual || o.residual->size() == n, "all_reduce: the Residual has ",
            o.residual ? o.residual->size() : 0, " elements but the buffer has ", n,
            "; keep one Residual per parameter buffer");
+  NX_CHECK(o.segment_bytes > 0, "all_reduce: segment_bytes must be > 0");
+  if (codec->topk_ratio() > 0) return sparse_allreduce(t, data, n, o, codec->topk_ratio());
   Wire<float> wire{*codec, o.residual, {}};
   return run(t, data, n, o, wire);
 }

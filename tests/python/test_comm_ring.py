@@ -109,6 +109,30 @@ def test_lossy_ring_leaves_every_rank_bit_identical(rng, codec, n_ranks):
     assert all(s.bytes_sent < s.bytes_uncompressed for s in stats)
 
 
+@pytest.mark.parametrize("n_ranks", [2, 3, 4])
+def test_topk_sums_every_ranks_own_top_entries_in_rank_order(rng, n_ranks):
+    # Each rank keeps its own top RATIO / N of each segment; the picks are gathered, not
+    # re-sparsified along the ring, and added in rank order (so the bits match everywhere).
+    n, seg_bytes = 777, 256
+    inputs = [rng.standard_normal(n).astype(np.float32) for _ in range(n_ranks)]
+    out, stats = allreduce(inputs, codec="topk:0.2", segment_bytes=seg_bytes)
+    seg = seg_bytes // 4
+    ks = [int(np.ceil(0.2 / n_ranks * len(range(off, min(off + seg, n))) - 1e-9))
+          for off in range(0, n, seg)]
+    want = np.zeros(n, np.float32)
+    for x in inputs:
+        picked = np.zeros(n, np.float32)
+        for off, k in zip(range(0, n, seg), ks):
+            part = x[off:off + seg]
+            top = np.argsort(-np.abs(part), kind="stable")[:k]
+            picked[off + top] = part[top]
+        want += picked
+    for got in out:
+        np.testing.assert_array_equal(got, want)
+    for s in stats:  # N - 1 forwards of one message of 8-byte (index, value) entries
+        assert s.bytes_sent == (n_ranks - 1) * 8 * sum(ks)
+
+
 def test_world_of_one_sends_nothing_and_applies_no_codec(rng):
     x = rng.standard_normal(100).astype(np.float32)
     out, stats = allreduce([x], codec="sign", op="mean")

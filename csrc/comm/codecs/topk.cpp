@@ -15,6 +15,7 @@ class TopKCodec final : public Codec {
  public:
   explicit TopKCodec(double ratio) : ratio_(ratio) {}
   std::string spec() const override { return str("topk:", ratio_); }
+  double topk_ratio() const override { return ratio_; }
   size_t k(size_t n) const {
     // The small epsilon keeps ratio * n that is an integer up to rounding (0.1 * 30) from
     // rounding up to one more entry.
