@@ -357,6 +357,7 @@ class LiveHeatMap:
 
 
 _clock = time.monotonic  # tests replace it; nothing here measures time
+_wall = time.time  # the log's timestamps (unix seconds); tests replace it
 
 
 class JsonlLog:
@@ -386,7 +387,7 @@ class JsonlLog:
             raise ValueError(f"JsonlLog: write({event!r}) after close() of {self.path}")
         if "time" in fields:
             raise ValueError("JsonlLog: 'time' is set on every line; pick another field name")
-        line = {"time": time.time(), "event": str(event), **self.fixed, **_plain(fields)}
+        line = {"time": _wall(), "event": str(event), **self.fixed, **_plain(fields)}
         self._file.write((json.dumps(line, allow_nan=False) + "\n").encode("utf-8"))
         self._file.flush()
 
