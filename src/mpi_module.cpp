@@ -4,15 +4,10 @@
 // registered types between extensions built alike), so `import nexus` must come first.
 #include <pybind11/stl.h>
 
-#include <chrono>
-#include <condition_variable>
-#include <exception>
-#include <mutex>
-#include <thread>
-
 #include "base/error.h"
 #include "grad_ready_hook.h"
 #include "comm/bucket.h"
+#include "comm/overlap.h"
 #include "comm/mpi/mpi_transport.h"
 #include "tensor/tensor.h"
 
@@ -22,115 +17,18 @@ using namespace nexus::comm;
 
 namespace {
 
-// Reduces a BucketReducer's buckets on a worker thread while backward still runs: backward
-// reports each gradient as it becomes final (the hook), and the worker takes the buckets from
-// the last to the first (the order backward finishes them), each once all of its gradients are
-// in. Every rank takes them in that same fixed order, so the rings match. finish() hands over
-// any gradient the hook did not report, waits for the worker and returns the bytes and time.
-class OverlapReduction {
- public:
-  OverlapReduction(BucketReducer& reducer, MpiTransport& transport, double pre_scale,
-                   AllReduceOptions opts)
-      : reducer_(reducer), transport_(transport), pre_(pre_scale), opts_(std::move(opts)),
-        data_(reducer.num_params(), nullptr), in_(reducer.buckets().size(), 0),
-        bucket_of_(reducer.num_params(), 0) {
-    const auto& buckets = reducer_.buckets();
-    for (size_t b = 0; b < buckets.size(); ++b)
-      for (size_t i = buckets[b].first; i < buckets[b].last; ++i) bucket_of_[i] = b;
-    hook_ = {&OverlapReduction::on_ready, this};
-    start_ = std::chrono::steady_clock::now();
-    worker_ = std::thread([this] { work(); });
-  }
-  OverlapReduction(const OverlapReduction&) = delete;
-  OverlapReduction& operator=(const OverlapReduction&) = delete;
-  ~OverlapReduction() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      abort_ = true;
-    }
-    cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
-  }
+// The Python face of OverlapReduction: the C hook CompiledModel.forward_backward calls (handed
+// over as a capsule) forwards to ready().
+struct OverlapBinding {
+  OverlapReduction reduction;
+  python::GradReadyHook hook{&OverlapBinding::on_ready, this};
 
-  python::GradReadyHook* hook() { return &hook_; }
-
-  AllReduceStats finish(const std::vector<Tensor>& grads) {
-    NX_CHECK(grads.size() == data_.size(), "OverlapReduction.finish: ", grads.size(),
-             " gradients for ", data_.size(), " parameters");
-    for (size_t i = 0; i < grads.size(); ++i) {
-      NX_CHECK(grads[i].defined() && (grads[i].numel() == 0 || grads[i].is_contiguous()) &&
-               size_t(grads[i].numel()) == reducer_.numel(i) &&
-               grads[i].dtype() == reducer_.dtype(),
-               "OverlapReduction.finish: gradient ", i, " must be a defined contiguous ",
-               dtype_name(reducer_.dtype()), " tensor of ", reducer_.numel(i), " elements");
-      ready(i, grads[i].raw_data());
-    }
-    worker_.join();
-    if (error_) std::rethrow_exception(error_);
-    stats_.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    return stats_;
-  }
-
- private:
+  OverlapBinding(BucketReducer& r, Transport& t, double pre, AllReduceOptions opts)
+      : reduction(r, t, pre, std::move(opts)) {}
   static void on_ready(void* self, size_t param, void* data, int64_t numel) {
-    auto* o = static_cast<OverlapReduction*>(self);
-    if (param < o->data_.size() && size_t(numel) == o->reducer_.numel(param))
-      o->ready(param, data);
+    auto& o = static_cast<OverlapBinding*>(self)->reduction;
+    if (param < o.num_params() && size_t(numel) == o.numel(param)) o.ready(param, data);
   }
-
-  void ready(size_t param, void* data) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (data_[param] != nullptr) return;
-      data_[param] = data;
-      ++in_[bucket_of_[param]];
-    }
-    cv_.notify_all();
-  }
-
-  void work() {
-    transport_.set_background(true);
-    struct Foreground {  // however work() ends
-      MpiTransport& t;
-      ~Foreground() { t.set_background(false); }
-    } foreground{transport_};
-    const auto& buckets = reducer_.buckets();
-    for (size_t b = buckets.size(); b-- > 0;) {
-      std::vector<void*> data;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        const size_t want = buckets[b].last - buckets[b].first;
-        cv_.wait(lock, [&] { return abort_ || in_[b] == want; });
-        if (abort_) return;
-        data = data_;
-      }
-      try {
-        const AllReduceStats s = reducer_.reduce_bucket(transport_, b, data, pre_, 1.0, opts_);
-        stats_.bytes_sent += s.bytes_sent;
-        stats_.bytes_uncompressed += s.bytes_uncompressed;
-      } catch (...) {
-        error_ = std::current_exception();
-        return;
-      }
-    }
-  }
-
-  BucketReducer& reducer_;
-  MpiTransport& transport_;
-  const double pre_;
-  const AllReduceOptions opts_;
-  python::GradReadyHook hook_{};
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<void*> data_;       // per parameter: its gradient's data, once reported
-  std::vector<size_t> in_;        // per bucket: gradients reported
-  std::vector<size_t> bucket_of_;
-  bool abort_ = false;
-  AllReduceStats stats_;
-  std::exception_ptr error_;
-  std::chrono::steady_clock::time_point start_;
-  std::thread worker_;
 };
 
 AllReduceOptions options(const std::string& op, const std::string& codec, Residual* residual,
@@ -200,19 +98,21 @@ PYBIND11_MODULE(_C_mpi, m) {
          py::arg("post_scale") = 1.0, py::arg("segment_bytes") = kMaxSegmentBytes,
          py::arg("timeout_s") = 300.0, nogil);
 
-  py::class_<OverlapReduction>(m, "OverlapReduction")
+  py::class_<OverlapBinding>(m, "OverlapReduction")
       .def(py::init([](BucketReducer& r, MpiTransport& t, double pre_scale, size_t segment_bytes,
                        double timeout_s) {
-        return std::make_unique<OverlapReduction>(
+        return std::make_unique<OverlapBinding>(
             r, t, pre_scale, options("sum", "none", nullptr, segment_bytes, timeout_s));
       }), py::arg("reducer"), py::arg("comm"), py::arg("pre_scale") = 1.0,
          py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 300.0,
          py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
       // The capsule points into this object: keep the object alive while backward may call it.
-      .def("hook", [](OverlapReduction& o) {
-        return py::capsule(o.hook(), python::kGradReadyCapsule);
+      .def("hook", [](OverlapBinding& o) {
+        return py::capsule(&o.hook, python::kGradReadyCapsule);
       })
-      .def("finish", &OverlapReduction::finish, py::arg("grads"), nogil);
+      .def("finish", [](OverlapBinding& o, const std::vector<Tensor>& grads) {
+        return o.reduction.finish(grads);
+      }, py::arg("grads"), nogil);
 
   m.attr("DEFAULT_BUCKET_BYTES") = kDefaultBucketBytes;
   m.def("library_version", &mpi_library_version);

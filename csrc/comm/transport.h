@@ -45,6 +45,9 @@ class Transport {
   virtual bool test(Request& req, size_t* bytes = nullptr) = 0;
   // Abandons a pending operation (after an error), so the transport never touches its buffer again.
   virtual void cancel(Request& req) = 0;
+  // On: the caller is a background thread sharing cores with computation, so waits should not
+  // keep it runnable (see MpiTransport). A hint; transports may ignore it.
+  virtual void set_background(bool /*on*/) {}
 };
 
 }  // namespace nexus::comm

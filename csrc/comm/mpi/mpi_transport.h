@@ -33,7 +33,7 @@ class MpiTransport final : public Transport {
   // In the background (a thread reducing while backward computes on the same cores), waits
   // sleep between polls instead of yielding: a yielding thread is always runnable and would
   // take half of a core the computation needs.
-  void set_background(bool on) { background_ = on; }
+  void set_background(bool on) override { background_ = on; }
 
  private:
   struct Op;
