@@ -58,6 +58,18 @@ Access classify(int64_t stride, int64_t n) {
   return stride == 1 ? Access::Contig : Access::Strided;
 }
 
+// The innermost stride of each of the first nin operands of `sp` (into `inner`) and how a kernel
+// variant reads it over rows of n elements.
+std::vector<Access> inner_access(const Space& sp, size_t nin, int64_t n,
+                                 std::vector<int64_t>& inner) {
+  std::vector<Access> access;
+  for (size_t i = 0; i < nin; ++i) {
+    inner.push_back(sp.strides[i].back());
+    access.push_back(classify(inner.back(), n));
+  }
+  return access;
+}
+
 // Row r of `shape` (all dims but the last) as per-operand element offsets.
 void row_offsets(const Space& sp, int64_t r, size_t ndims, std::vector<int64_t>& off) {
   std::fill(off.begin(), off.end(), 0);
@@ -184,12 +196,8 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::v
     sp.strides.resize(st.size());
     merge_into(sp, shape, st, 0, shape.size());
     const int64_t n = sp.shape.back();
-    std::vector<Access> access;
     std::vector<int64_t> inner;
-    for (size_t i = 0; i < nin; ++i) {
-      inner.push_back(sp.strides[i].back());
-      access.push_back(classify(inner.back(), n));
-    }
+    const std::vector<Access> access = inner_access(sp, nin, n, inner);
     Fn fn = variant(access);
     std::vector<char*> base;
     for (size_t i = 0; i < nin; ++i) base.push_back(static_cast<char*>(inputs[i].raw_data()));
@@ -270,12 +278,8 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::v
   merge_into(rsp, pshape, pst, nkeep, pshape.size());
   const int64_t n = rsp.shape.back();
   const int64_t rows_per_out = count / n;
-  std::vector<Access> access;
   std::vector<int64_t> inner;
-  for (size_t i = 0; i < nin; ++i) {
-    inner.push_back(rsp.strides[i].back());
-    access.push_back(classify(inner.back(), n));
-  }
+  const std::vector<Access> access = inner_access(rsp, nin, n, inner);
   Fn fn = variant(access);
   const int64_t chunks = (n + kern::kChunk - 1) / kern::kChunk;
   const int64_t per_out = rows_per_out * chunks;
