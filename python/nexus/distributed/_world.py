@@ -163,6 +163,12 @@ def _wait(req, what: str) -> None:
         pause = min(_MAX_PAUSE_S, pause * 2 or 1e-6)
 
 
+def _sum_in_place(x: np.ndarray, what: str) -> None:
+    """Sums a small numpy array over the ranks through MPI, in place, within the timeout."""
+    w = _world
+    _wait(w.comm.Iallreduce(w.mpi.IN_PLACE, x, op=w.mpi.SUM), what)
+
+
 def barrier() -> None:
     """Returns once every rank has called barrier()."""
     w = _get()
@@ -238,7 +244,7 @@ def all_reduce(x, op: str = "sum", compression=None, residual=None):
         if op == "mean":
             raise TypeError(f"all_reduce: op='mean' needs a floating dtype, got {x.dtype}")
         if w.size > 1:
-            _wait(w.comm.Iallreduce(w.mpi.IN_PLACE, x, op=w.mpi.SUM), "all_reduce()")
+            _sum_in_place(x, "all_reduce()")
         _set_stats(Stats(0, 0, 0.0))
         return x
     if t.dtype.name == "float64" and not _C.comm.Codec(spec).lossless:

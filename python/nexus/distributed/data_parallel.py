@@ -92,8 +92,7 @@ class DataParallel:
             start = time.perf_counter()
             loss = m.train_step(x, y)
             now = time.perf_counter()
-            self.last_busy_seconds = np.array([now - (start if self._synced is None
-                                                      else self._synced)])
+            self.last_busy_seconds = np.array([now - (self._synced or start)])
             self._synced = now
             return loss
         from ..model import _as_features, _as_labels  # noqa: PLC0415
@@ -105,8 +104,7 @@ class DataParallel:
 
             if self._guess is None:  # the first step: every rank must weight by the same count
                 first = np.array([float(n)])
-                _world._wait(w.comm.Iallreduce(w.mpi.IN_PLACE, first, op=w.mpi.SUM),
-                             "DataParallel.train_step (first sample counts)")
+                _world._sum_in_place(first, "DataParallel.train_step (first sample counts)")
                 self._guess = float(first[0]) or 1.0
             guess = self._guess
             pending = _C_mpi.OverlapReduction(self._reducer, w.transport, n / guess,
@@ -124,9 +122,8 @@ class DataParallel:
         # gradient sum.
         counts = np.zeros(2 + w.size)
         counts[:2] = float(n), float(n) * loss
-        counts[2 + w.rank] = busy_end - (start if self._synced is None else self._synced)
-        _world._wait(w.comm.Iallreduce(w.mpi.IN_PLACE, counts, op=w.mpi.SUM),
-                     "DataParallel.train_step (sample counts)")
+        counts[2 + w.rank] = busy_end - (self._synced or start)
+        _world._sum_in_place(counts, "DataParallel.train_step (sample counts)")
         total = counts[0]
         self.last_busy_seconds = counts[2:]
         if total <= 0:
