@@ -17,7 +17,10 @@ add_library(nexus_flags INTERFACE)
 if(NEXUS_ARCH)
   target_compile_options(nexus_flags INTERFACE -march=${NEXUS_ARCH})
 endif()
-target_compile_options(nexus_flags INTERFACE -fno-math-errno)
+# -ffp-contract=off: a*b+c is fused only where the code says so (vec_math's fmadd), never by the
+# compiler, so eager kernels, the interpreter and the generated kernels (built with the same
+# flag) give the same bits.
+target_compile_options(nexus_flags INTERFACE -fno-math-errno -ffp-contract=off)
 if(NEXUS_SANITIZE)
   target_compile_options(nexus_flags INTERFACE
     -fsanitize=${NEXUS_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
