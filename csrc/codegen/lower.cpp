@@ -3,17 +3,13 @@
 #include <map>
 
 #include "base/error.h"
+#include "ops/ops.h"
 
 namespace nexus::codegen {
 namespace {
 
 using graph::Node;
 using graph::OpKind;
-
-bool is_transcendental(ops::UnaryOp op) {
-  return !(op == ops::UnaryOp::Neg || op == ops::UnaryOp::Abs || op == ops::UnaryOp::Relu ||
-           op == ops::UnaryOp::Sign);
-}
 
 class Lowering {
  public:
@@ -57,8 +53,7 @@ class Lowering {
     switch (n.kind) {
       case OpKind::Unary: {
         const int x = in(0);
-        DType t = dt(x);
-        if (is_transcendental(n.attrs.unary) && !is_floating(t)) t = DType::Float32;
+        const DType t = ops::unary_result_dtype(n.attrs.unary, dt(x));
         const DType c = compute_dtype(t);
         Instr u{InstrOp::Unary, c, cast(x, c)};
         u.unary = n.attrs.unary;
@@ -67,8 +62,7 @@ class Lowering {
       }
       case OpKind::Binary: {
         const ops::BinaryOp op = n.attrs.binary;
-        DType t = promote_types(dt(in(0)), dt(in(1)));
-        if (op == ops::BinaryOp::Div && !is_floating(t)) t = DType::Float32;
+        const DType t = ops::binary_common_dtype(op, dt(in(0)), dt(in(1)));
         const DType c = compute_dtype(t);
         Instr b{InstrOp::Binary, ops::is_comparison(op) ? DType::Bool : c, cast(in(0), c), cast(in(1), c)};
         b.binary = op;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "ops/cpu/softmax_xent_kernel.h"
+#include "ops/derivative_rules.h"
 #include "ops/internal.h"
 
 namespace nexus::ops::grad {
@@ -17,8 +18,6 @@ Tensor reduce_to(const Tensor& g, const Tensor& like) {
   Tensor r = sum_to(g, like.shape());
   return r.dtype() == like.dtype() ? r : cast(r, like.dtype());
 }
-
-static Tensor scalar(double v, const Tensor& like) { return scalar_like(v, like); }
 
 // A tensor's shape and dtype without its data: what reduce_to needs of an input it does not read.
 static Tensor meta_only(const Tensor& t) {
@@ -48,69 +47,35 @@ Saves saves(BinaryOp op) {
   }
 }
 
+// The rules of derivative_rules.h on tensors (they run under no-grad: nothing records).
+struct TensorAlgebra {
+  Tensor unary(UnaryOp op, const Tensor& x) { return ops::unary(op, x); }
+  Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) { return ops::binary(op, a, b); }
+  Tensor scalar(double v, const Tensor& like) { return scalar_like(v, like); }
+  Tensor cast_like(const Tensor& x, const Tensor& like) { return cast(x, like.dtype()); }
+};
+
 BackwardFn unary(UnaryOp op, const Tensor& x_in, const Tensor& out_in) {
   Saves s = saves(op);
   return [op, x = keep(s.a, x_in), out = keep(s.out, out_in)](const Tensor& g, const Needs&) -> Grads {
-    switch (op) {
-      case UnaryOp::Neg: return {ops::unary(UnaryOp::Neg, g)};
-      case UnaryOp::Exp: return {mul(g, out)};
-      case UnaryOp::Log: return {div(g, x)};
-      case UnaryOp::Sqrt: return {div(mul_scalar(g, 0.5), out)};
-      case UnaryOp::Tanh: return {ops::binary(BinaryOp::TanhGrad, g, out)};
-      case UnaryOp::Sigmoid: return {ops::binary(BinaryOp::SigmoidGrad, g, out)};
-      case UnaryOp::Relu: return {ops::binary(BinaryOp::ReluGrad, g, out)};
-      case UnaryOp::Gelu: return {mul(g, ops::unary(UnaryOp::GeluGrad, x))};
-      case UnaryOp::Sin: return {mul(g, ops::unary(UnaryOp::Cos, x))};
-      case UnaryOp::Cos: return {ops::unary(UnaryOp::Neg, mul(g, ops::unary(UnaryOp::Sin, x)))};
-      case UnaryOp::Abs: return {mul(g, ops::unary(UnaryOp::Sign, x))};
-      case UnaryOp::GeluGrad: case UnaryOp::Sign: break;
-    }
-    NX_ASSERT(false, "no derivative for ", op_name(op));
-    return {};
+    TensorAlgebra k;
+    return {unary_rule(k, op, x, out, g)};
   };
-}
-
-// d max(a, b): the larger side gets the gradient; ties split it evenly (as torch).
-static Tensor extremum_share(BinaryOp cmp, const Tensor& a, const Tensor& b, const Tensor& g) {
-  Tensor win = cast(binary(cmp, a, b), g.dtype());
-  Tensor tie = cast(binary(BinaryOp::Eq, a, b), g.dtype());
-  return mul(g, add(win, mul_scalar(tie, 0.5)));
 }
 
 BackwardFn binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const Tensor& out_in) {
   Saves s = saves(op);
   return [op, a = keep(s.a, a_in), b = keep(s.b, b_in), out = keep(s.out, out_in)](
              const Tensor& g, const Needs& need) -> Grads {
-    Tensor ga, gb;
-    switch (op) {
-      case BinaryOp::Add: ga = g; gb = g; break;
-      case BinaryOp::Sub: ga = g; gb = ops::unary(UnaryOp::Neg, g); break;
-      case BinaryOp::Mul: ga = need[0] ? mul(g, b) : ga; gb = need[1] ? mul(g, a) : gb; break;
-      case BinaryOp::Div:
-        if (need[0]) ga = div(g, b);
-        if (need[1]) gb = ops::unary(UnaryOp::Neg, div(mul(g, out), b));
-        break;
-      case BinaryOp::Pow:
-        if (need[0]) ga = mul(g, mul(b, ops::binary(BinaryOp::Pow, a, sub(b, scalar(1, b)))));
-        if (need[1]) gb = mul(g, mul(out, ops::unary(UnaryOp::Log, a)));
-        break;
-      case BinaryOp::Maximum:
-        if (need[0]) ga = extremum_share(BinaryOp::Gt, a, b, g);
-        if (need[1]) gb = extremum_share(BinaryOp::Gt, b, a, g);
-        break;
-      case BinaryOp::Minimum:
-        if (need[0]) ga = extremum_share(BinaryOp::Lt, a, b, g);
-        if (need[1]) gb = extremum_share(BinaryOp::Lt, b, a, g);
-        break;
-      default: NX_ASSERT(false, "no derivative for ", op_name(op));
-    }
+    TensorAlgebra k;
+    auto [ga, gb] = binary_rule(k, op, a, b, out, g, {need[0], need[1]});
     return {need[0] ? reduce_to(ga, a) : Tensor(), need[1] ? reduce_to(gb, b) : Tensor()};
   };
 }
 
 BackwardFn where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   return [c = cond.detach(), a = a_in.detach(), b = b_in.detach()](const Tensor& g, const Needs& need) -> Grads {
-    Tensor zero = scalar(0, g);
+    Tensor zero = scalar_like(0, g);
     return {Tensor(), need[1] ? reduce_to(ops::where(c, g, zero), a) : Tensor(),
             need[2] ? reduce_to(ops::where(c, zero, g), b) : Tensor()};
   };

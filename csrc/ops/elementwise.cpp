@@ -46,14 +46,23 @@ Tensor scalar_like(double value, const Tensor& like) { return full({}, value, li
 Tensor mul_scalar(const Tensor& a, double s) { return mul(a, scalar_like(s, a)); }
 Tensor add_scalar(const Tensor& a, double s) { return add(a, scalar_like(s, a)); }
 
-static bool is_transcendental(UnaryOp op) {
-  return !(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Sign);
+DType unary_result_dtype(UnaryOp op, DType x) {
+  const bool transcendental = !(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Sign);
+  return transcendental && !is_floating(x) ? DType::Float32 : x;  // exp(int) -> float32
+}
+
+DType binary_common_dtype(BinaryOp op, DType a, DType b) {
+  DType dt = promote_types(a, b);
+  return op == BinaryOp::Div && !is_floating(dt) ? DType::Float32 : dt;  // true division
+}
+
+DType binary_result_dtype(BinaryOp op, DType a, DType b) {
+  return is_comparison(op) ? DType::Bool : binary_common_dtype(op, a, b);
 }
 
 Tensor unary(UnaryOp op, const Tensor& x) {
-  DType dt = x.dtype();
-  NX_CHECK_TYPE(dt != DType::Bool, op_name(op), ": not supported for bool tensors");
-  if (is_transcendental(op) && !is_floating(dt)) dt = DType::Float32;  // exp(int) -> float32
+  NX_CHECK_TYPE(x.dtype() != DType::Bool, op_name(op), ": not supported for bool tensors");
+  DType dt = unary_result_dtype(op, x.dtype());
   DType cdt = compute_dtype(dt);
   Tensor xc = cast(x, cdt);
   Tensor out = Tensor::empty(x.shape(), cdt);
@@ -66,10 +75,10 @@ Tensor unary(UnaryOp op, const Tensor& x) {
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op).data();
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  DType dt = promote_types(a.dtype(), b.dtype());
-  NX_CHECK_TYPE(dt != DType::Bool || !(op == BinaryOp::Sub || op == BinaryOp::Div || op == BinaryOp::Pow),
+  NX_CHECK_TYPE(promote_types(a.dtype(), b.dtype()) != DType::Bool ||
+                    !(op == BinaryOp::Sub || op == BinaryOp::Div || op == BinaryOp::Pow),
                 name, ": not supported for bool tensors; convert with astype first");
-  if (op == BinaryOp::Div && !is_floating(dt)) dt = DType::Float32;  // true division
+  DType dt = binary_common_dtype(op, a.dtype(), b.dtype());
   DType cdt = compute_dtype(dt);
   Tensor ac = cpu::broadcast_view(cast(a, cdt), shape);
   Tensor bc = cpu::broadcast_view(cast(b, cdt), shape);

@@ -38,6 +38,10 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
 
 // ---- elementwise ----
 Tensor unary(UnaryOp op, const Tensor& x);
+// Result dtypes, shared by the eager ops, the fused-kernel lowering and graph autodiff.
+DType unary_result_dtype(UnaryOp op, DType x);  // transcendentals of integers give float32
+DType binary_common_dtype(BinaryOp op, DType a, DType b);  // both operands convert to it
+DType binary_result_dtype(BinaryOp op, DType a, DType b);  // bool for comparisons
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 inline Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Add, a, b); }
