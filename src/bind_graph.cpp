@@ -58,14 +58,10 @@ void bind_graph(py::module_& m) {
       .def(py::init<Graph, std::vector<Tensor>, std::vector<Tensor>, bool>(), py::arg("graph"),
            py::arg("params"), py::arg("buffers"), py::arg("fuse") = true)
       .def("fusion_groups", [](const engine::CompiledModel& c, int64_t batch) {
-        // One dict per fused kernel of the forward: its layers, and the bytes its ops read and
-        // write one by one vs. the kernel's inputs and outputs, at this batch size.
+        // One dict per fused kernel (forward and backward): its layers and nodes, and the bytes
+        // its ops read and write one by one vs. the kernel's inputs and outputs, at this batch size.
         const Graph& g = c.graph();
-        auto bytes = [&](int v) {
-          int64_t n = itemsize(g.value(v).dtype);
-          for (int64_t d : g.value(v).shape) n *= d == graph::kBatch ? batch : d;
-          return n;
-        };
+        auto bytes = [&](int v) { return g.value_bytes(v, batch); };
         py::list out;
         if (!c.fusion()) return out;
         for (const auto& fg : c.fusion()->fused.groups) {
@@ -79,11 +75,16 @@ void bind_graph(py::module_& m) {
           }
           for (int v : fg.group.inputs) fused += bytes(v);
           for (int v : fg.group.outputs) fused += bytes(v);
-          out.append(py::dict(py::arg("layers") = names, py::arg("ops") = fg.group.nodes.size(),
+          out.append(py::dict(py::arg("layers") = names, py::arg("nodes") = fg.group.nodes,
+                              py::arg("ops") = fg.group.nodes.size(),
                               py::arg("kernel") = fg.program->name(), py::arg("bytes_unfused") = unfused,
                               py::arg("bytes_fused") = fused));
         }
         return out;
+      }, py::arg("batch"))
+      .def("step_traffic", [](const engine::CompiledModel& c, int64_t batch) {
+        engine::CompiledModel::Traffic t = c.step_traffic(batch);
+        return py::dict(py::arg("unfused") = t.unfused, py::arg("fused") = t.fused);
       }, py::arg("batch"))
       .def("forward_backward", [](engine::CompiledModel& c, const Tensor& x, const Tensor& y,
                                   py::object on_grad_ready) {

@@ -92,6 +92,10 @@ template <class T> inline bool le(T x, T y) { return x <= y; }
 template <class T> inline bool gt(T x, T y) { return x > y; }
 template <class T> inline bool ge(T x, T y) { return x >= y; }
 template <class T> inline T where(bool c, T x, T y) { return c ? x : y; }
+// backward-only (floating T): a gradient g and the forward op's output y
+template <class T> inline T relu_grad(T g, T y) { return y <= T(0) ? T(0) : g; }
+template <class T> inline T tanh_grad(T g, T y) { return g * (T(1) - y * y); }
+template <class T> inline T sigmoid_grad(T g, T y) { return g * (y * (T(1) - y)); }
 
 // ---- reductions: max/min with numpy's NaN propagation ---------------------------------------
 template <class T> inline T pick_max(T acc, T v) { return (v != v || v > acc) ? v : acc; }

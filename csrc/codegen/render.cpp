@@ -28,7 +28,8 @@ constexpr BinaryRow kBinary[] = {
     {ops::BinaryOp::Div, "div"}, {ops::BinaryOp::Pow, "pow_"}, {ops::BinaryOp::Maximum, "maximum"},
     {ops::BinaryOp::Minimum, "minimum"}, {ops::BinaryOp::Eq, "eq"}, {ops::BinaryOp::Ne, "ne"},
     {ops::BinaryOp::Lt, "lt"}, {ops::BinaryOp::Le, "le"}, {ops::BinaryOp::Gt, "gt"},
-    {ops::BinaryOp::Ge, "ge"},
+    {ops::BinaryOp::Ge, "ge"}, {ops::BinaryOp::ReluGrad, "relu_grad"}, {ops::BinaryOp::TanhGrad, "tanh_grad"},
+    {ops::BinaryOp::SigmoidGrad, "sigmoid_grad"},
 };
 
 const char* unary_fn(ops::UnaryOp op) {
@@ -116,6 +117,9 @@ template <class T> NXD bool le(T x, T y) { return x <= y; }
 template <class T> NXD bool gt(T x, T y) { return x > y; }
 template <class T> NXD bool ge(T x, T y) { return x >= y; }
 template <class T> NXD T where(bool c, T x, T y) { return c ? x : y; }
+template <class T> NXD T relu_grad(T g, T y) { return y <= (T)0 ? (T)0 : g; }
+template <class T> NXD T tanh_grad(T g, T y) { return g * ((T)1 - y * y); }
+template <class T> NXD T sigmoid_grad(T g, T y) { return g * (y * ((T)1 - y)); }
 template <class T> NXD T pick_max(T acc, T v) { return (v != v || v > acc) ? v : acc; }
 template <class T> NXD T pick_min(T acc, T v) { return (v != v || v < acc) ? v : acc; }
 }}  // namespace nexus::kern

@@ -1,5 +1,6 @@
 #include "engine/compiled_model.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "engine/executor.h"
@@ -21,6 +22,8 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
   std::vector<int> roots = g_.param_grads;
   roots.push_back(g_.loss);
   const int all = int(g_.nodes().size());
+  // After autodiff, so the values backward reads count as the groups' outputs.
+  if (fuse) fusion_ = std::make_unique<Fusion>(g_, g_.forward_end);
   train_run_ = graph::live_nodes(g_, roots, all);
   predict_run_ = graph::live_nodes(g_, {g_.output}, g_.forward_end);
   loss_run_ = graph::live_nodes(g_, {g_.loss}, g_.forward_end);
@@ -32,8 +35,6 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
     if (n.kind == OpKind::Grad && train_run_[size_t(n.ref)]) record_[size_t(n.ref)] = true;
   no_record_.assign(size_t(all), false);
   grads_.resize(params_.size());
-  // After autodiff, so the values backward reads count as the groups' outputs.
-  if (fuse) fusion_ = std::make_unique<Fusion>(g_, g_.forward_end);
   // A gradient is final once its producer has run: values are written once. A producer inside
   // a fused group runs when the group's last member does.
   grads_final_at_.resize(size_t(all));
@@ -50,11 +51,47 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
 
 std::vector<int> CompiledModel::results_last_use(const std::vector<bool>& run) const {
   std::vector<int> last = graph::last_uses(g_, run);
+  // A fused group reads its members' inputs when it runs: at its last member.
+  if (fusion_)
+    for (size_t k = 0; k < fusion_->fused.groups.size(); ++k) {
+      if (!fusion_->usable(int(k), run)) continue;
+      const std::vector<int>& members = fusion_->fused.groups[k].group.nodes;
+      for (int m : members)
+        for (int v : g_.nodes()[size_t(m)].inputs) last[size_t(v)] = std::max(last[size_t(v)], members.back());
+    }
   std::vector<int> keep = g_.param_grads;
   keep.insert(keep.end(), {g_.output, g_.loss});
   for (int v : keep)
     if (v >= 0) last[size_t(v)] = INT_MAX;
   return last;
+}
+
+CompiledModel::Traffic CompiledModel::step_traffic(int64_t batch) const {
+  Traffic t;
+  auto node_bytes = [&](const graph::Node& n) {
+    int64_t b = 0;
+    for (int v : n.inputs) b += g_.value_bytes(v, batch);
+    for (int v : n.outputs)
+      if (v >= 0) b += g_.value_bytes(v, batch);
+    return b;
+  };
+  for (size_t i = 0; i < g_.nodes().size(); ++i) {
+    const graph::Node& n = g_.nodes()[i];
+    if (!train_run_[i] || n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer ||
+        n.kind == OpKind::Const)
+      continue;
+    const int64_t b = node_bytes(n);
+    t.unfused += b;
+    const int group = fusion_ ? fusion_->group_of[i] : -1;
+    if (group < 0 || !fusion_->usable(group, train_run_)) {
+      t.fused += b;
+    } else if (int(i) == fusion_->fused.groups[size_t(group)].group.nodes.back()) {
+      const graph::FusionGroup& fg = fusion_->fused.groups[size_t(group)].group;
+      for (int v : fg.inputs) t.fused += g_.value_bytes(v, batch);
+      for (int v : fg.outputs) t.fused += g_.value_bytes(v, batch);
+    }
+  }
+  return t;
 }
 
 void CompiledModel::bind_state(Executor& ex) const {
@@ -75,8 +112,14 @@ double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const G
   autograd::set_grad_enabled(true);
   ex.run(0, g_.nodes().size(), train_run_, train_last_, record_, /*training=*/true);
   autograd::set_grad_enabled(false);
-  for (size_t i = 0; i < params_.size(); ++i)
+  for (size_t i = 0; i < params_.size(); ++i) {
     grads_[i] = g_.param_grads[i] >= 0 ? ex.get(g_.param_grads[i]) : Tensor();
+    // Every gradient its own buffer (an elementwise rule may hand one value to two params), so
+    // in-place use (an all-reduce) of one never changes another.
+    for (size_t j = 0; j < i && grads_[i].defined(); ++j)
+      if (grads_[j].defined() && grads_[j].storage() == grads_[i].storage())
+        grads_[i] = ops::contiguous(grads_[i], /*force_copy=*/true);
+  }
   Tensor loss = ops::astype(ex.get(g_.loss), DType::Float64);
   return *loss.data<double>();
 }

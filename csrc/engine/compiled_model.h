@@ -16,8 +16,8 @@ namespace nexus::engine {
 class CompiledModel {
  public:
   // g: a forward graph with inputs [features, labels], g.output (predictions) and g.loss set.
-  // fuse: run the forward's elementwise chains as generated kernels (codegen/); false runs
-  // every node on its own (the reference the fused path is tested against).
+  // fuse: run the elementwise chains of the forward and of the generated backward as generated
+  // kernels (codegen/); false runs every node on its own (the reference fusion is tested against).
   CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers, bool fuse = true);
 
   // Called during backward with a parameter's index and its gradient as soon as that gradient
@@ -40,6 +40,14 @@ class CompiledModel {
   const graph::Graph& graph() const { return g_; }
   const Fusion* fusion() const { return fusion_.get(); }
   graph::MemoryPlan memory_plan(int64_t batch) const { return graph::plan_memory(g_, train_run_, batch); }
+
+  // The memory traffic of one training step at `batch`: the bytes every op reads and writes
+  // when each runs on its own, and when fused groups read their inputs and write their outputs
+  // once (the optimizer update is not counted: fusion leaves it alone).
+  struct Traffic {
+    int64_t unfused = 0, fused = 0;
+  };
+  Traffic step_traffic(int64_t batch) const;
 
  private:
   void bind_state(Executor& ex) const;

@@ -35,10 +35,23 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
     case OpKind::LogSoftmax: return ops::log_softmax(in[0], I[0]);
     case OpKind::CrossEntropy: return ops::cross_entropy(in[0], in[1], ops::Reduction(I[0]));
     case OpKind::Concat: return ops::concat(in, I[0]);
+    case OpKind::Where: return ops::where(in[0], in[1], in[2]);
+    case OpKind::Reduce: {
+      using R = Tensor (*)(const Tensor&, const ops::Axes&, bool);
+      static constexpr R reduce[] = {ops::sum, ops::mean, ops::amax, ops::amin};
+      return reduce[n.attrs.reduce](in[0], I, n.attrs.keepdims);
+    }
     default: break;
   }
   NX_ASSERT(false, "no forward rule for node kind ", graph::kind_name(n.kind));
   return {};
+}
+
+// The nodes whose result dtype is the value's, not the op's: a constant and a conversion.
+static Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, DType dtype) {
+  if (n.kind == OpKind::Const) return ops::full({}, n.attrs.floats.at(0), dtype);
+  autograd::NoGradGuard no_grad;  // autodiff differentiates the graph, never this tape
+  return ops::astype(in.at(0), dtype);
 }
 
 // Rethrows the current exception with the layer named, keeping its type.
@@ -61,7 +74,7 @@ void infer_shapes(graph::Graph& g) {
   std::vector<Tensor> env(g.values().size());
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     Node& n = g.nodes()[i];
-    if (n.kind == OpKind::Grad || n.kind == OpKind::GradSum || n.kind == OpKind::OnesLike) continue;
+    if (n.kind == OpKind::Grad || n.kind == OpKind::OnesLike) continue;
     int out = n.outputs[0];
     graph::Value& v = g.values()[size_t(out)];
     if (n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer) {
@@ -73,7 +86,8 @@ void infer_shapes(graph::Graph& g) {
     std::vector<Tensor> in;
     for (int id : n.inputs) in.push_back(env[size_t(id)]);
     try {
-      env[size_t(out)] = run_forward_node(n, in, /*training=*/false);
+      const bool typed = n.kind == OpKind::Const || n.kind == OpKind::Cast;
+      env[size_t(out)] = typed ? run_typed_node(n, in, v.dtype) : run_forward_node(n, in, /*training=*/false);
     } catch (const std::invalid_argument&) {
       rethrow_naming(n);
     } catch (const std::out_of_range&) {
@@ -82,12 +96,30 @@ void infer_shapes(graph::Graph& g) {
     const Tensor& t = env[size_t(out)];
     v.shape = t.shape();
     v.dtype = t.dtype();
-    if (!v.shape.empty() && n.kind != OpKind::CrossEntropy) v.shape[0] = kBatch;
+    // Dim 0 is the batch where an input carries it (an op on parameters alone has none).
+    bool batched = false;
+    for (int id : n.inputs) {
+      const Shape& s = g.value(id).shape;
+      batched = batched || (!s.empty() && s[0] == kBatch);
+    }
+    if (batched && !v.shape.empty() && n.kind != OpKind::CrossEntropy) v.shape[0] = kBatch;
   }
 }
 
+// The values a pass hands back besides output and loss: the parameters' gradients.
+static std::vector<int> grad_roots(const graph::Graph& g) {
+  std::vector<int> roots;
+  for (int v : g.param_grads)
+    if (v >= 0) roots.push_back(v);
+  return roots;
+}
+
 Fusion::Fusion(const graph::Graph& g, int forward_end)
-    : fused(codegen::fuse_graph(g, {}, 0, forward_end)), group_of(g.nodes().size(), -1) {
+    : fused(codegen::fuse_graph(g, grad_roots(g), 0, forward_end)), group_of(g.nodes().size(), -1) {
+  // The backward on its own: no group spans both, so a forward-only pass runs whole groups.
+  codegen::FusedGraph backward = codegen::fuse_graph(g, grad_roots(g), forward_end, int(g.nodes().size()));
+  for (auto& grp : backward.groups) fused.groups.push_back(std::move(grp));
+  for (auto& r : backward.refusals) fused.refusals.push_back(std::move(r));
   for (size_t k = 0; k < fused.groups.size(); ++k)
     for (int m : fused.groups[k].group.nodes) group_of[size_t(m)] = int(k);
 }
@@ -154,9 +186,8 @@ void Executor::forward(size_t i, bool record, bool training) {
     case OpKind::OnesLike:
       out = ops::full(in[0].shape(), 1.0, in[0].dtype());
       break;
-    case OpKind::GradSum:
-      out = in[0];
-      for (size_t k = 1; k < in.size(); ++k) out = ops::add(out, in[k]);
+    case OpKind::Const: case OpKind::Cast:
+      out = run_typed_node(n, in, g_.value(n.outputs[0]).dtype);
       break;
     default:
       if (!record) {
@@ -191,13 +222,6 @@ void Executor::forward(size_t i, bool record, bool training) {
 void Executor::backward(size_t i) {
   const Node& n = g_.nodes()[i];
   Saved& s = saved_[size_t(n.ref)];
-  const Node& fwd = g_.nodes()[size_t(n.ref)];
-  if (!s.out.defined() && fusion_ && fusion_->group_of[size_t(n.ref)] >= 0) {
-    std::vector<Tensor> grads = direct_grads(n, fwd);
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (n.outputs[k] >= 0) env_[size_t(n.outputs[k])] = grads[k];
-    return;
-  }
   NX_ASSERT(s.out.defined(), "grad node ", i, " runs before its forward node ", n.ref, " recorded");
   const Tensor& g = env_[size_t(n.inputs[0])];
   if (s.out.requires_grad()) autograd::backward(s.out, g);
@@ -209,39 +233,6 @@ void Executor::backward(size_t i) {
     env_[size_t(n.outputs[k])] = grad;
   }
   s = Saved{};  // the saved activations die with the tape
-}
-
-// The Grad node's inputs are [d out, then the values its rule reads] (autodiff's reads mask in
-// attrs.ints: one flag per forward input, then one for the output). A value the rule does not
-// read is passed as shape and dtype only, its batch dimension taken from d out.
-std::vector<Tensor> Executor::direct_grads(const Node& n, const Node& fwd) {
-  const Tensor& g = env_[size_t(n.inputs[0])];
-  const std::vector<int64_t>& reads = n.attrs.ints;
-  auto shape_of = [&](int id) {
-    Shape shape = g_.value(id).shape;
-    if (!shape.empty() && shape[0] == kBatch) shape[0] = g.shape()[0];
-    return shape;
-  };
-  auto value = [&](int id, size_t k) {
-    if (k < reads.size() && reads[k]) return env_[size_t(id)];
-    Shape shape = shape_of(id);
-    return Tensor::view_of(nullptr, 0, shape, contiguous_strides(shape), g_.value(id).dtype);
-  };
-  Tensor out = value(fwd.outputs[0], fwd.inputs.size());
-  std::vector<Tensor> grads;
-  std::vector<bool> need = wants_[size_t(n.ref)];
-  need.resize(fwd.inputs.size(), false);
-  autograd::NoGradGuard no_grad;
-  if (fwd.kind == OpKind::Unary) {
-    grads = ops::grad::unary(fwd.attrs.unary, value(fwd.inputs[0], 0), out)(g, need);
-  } else {
-    NX_ASSERT(fwd.kind == OpKind::Binary, "fused node ", n.ref, " of kind ", graph::kind_name(fwd.kind),
-              " has no direct rule");
-    grads = ops::grad::binary(fwd.attrs.binary, value(fwd.inputs[0], 0), value(fwd.inputs[1], 1), out)(g, need);
-  }
-  for (size_t k = 0; k < grads.size(); ++k)
-    if (need[k] && !grads[k].defined()) grads[k] = Tensor::zeros(shape_of(fwd.inputs[k]), g_.value(fwd.inputs[k]).dtype);
-  return grads;
 }
 
 }  // namespace nexus::engine

@@ -11,10 +11,9 @@
 
 namespace nexus::engine {
 
-// The fusion groups of a graph's forward nodes, as the executor runs them: a group runs as one
-// generated kernel at its last member node (every input exists by then and no outside reader
-// comes earlier: graph::partition closes a group at its first outside read). Grad nodes of
-// fused members evaluate their rule on the values the partition materialized for them.
+// The fusion groups of a graph (forward and backward partitioned apart), as the executor runs
+// them: a group runs as one generated kernel at its last member node (every input exists by then
+// and no outside reader comes earlier: graph::partition closes a group at its first outside read).
 struct Fusion {
   codegen::FusedGraph fused;
   std::vector<int> group_of;  // per node: its group, or -1
@@ -54,8 +53,6 @@ class Executor {
   void backward(size_t i);
   void run_group(int group);
   void release_after(size_t i, const graph::Node& n, const std::vector<int>& last);
-  // A rule applied directly (no tape): for Grad nodes of fused members.
-  std::vector<Tensor> direct_grads(const graph::Node& grad, const graph::Node& fwd);
 
   struct Saved {
     std::vector<Tensor> leaves;  // the node's inputs as fresh leaves (undefined where no grad)

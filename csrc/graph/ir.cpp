@@ -8,9 +8,16 @@ const char* kind_name(OpKind k) {
   static const char* names[] = {"input", "param", "buffer", "unary", "binary", "matmul", "reshape",
                                 "conv2d", "max_pool2d", "avg_pool2d", "dropout", "batch_norm",
                                 "layer_norm", "softmax", "log_softmax", "cross_entropy", "concat",
-                                "ones_like", "grad", "grad_sum", "const", "cast", "where",
+                                "ones_like", "grad", "const", "cast", "where",
                                 "reduce", "opaque"};
   return names[int(k)];
+}
+
+int64_t Graph::value_bytes(int id, int64_t batch) const {
+  const Value& v = value(id);
+  int64_t n = itemsize(v.dtype);
+  for (int64_t d : v.shape) n *= d == kBatch ? batch : d;
+  return n;
 }
 
 int Graph::add_value(Shape shape, DType dtype, std::string name) {
@@ -74,6 +81,13 @@ std::string Graph::dump() const {
     if (n.kind == OpKind::Unary) os << "." << ops::op_name(n.attrs.unary);
     if (n.kind == OpKind::Binary) os << "." << ops::op_name(n.attrs.binary);
     if (n.kind == OpKind::Grad) os << "[" << n.ref << "]";
+    if (n.kind == OpKind::Reduce) {
+      static const char* reduce_names[] = {"sum", "mean", "max", "min"};
+      os << "." << reduce_names[n.attrs.reduce] << "[";
+      for (size_t k = 0; k < n.attrs.ints.size(); ++k) os << (k ? "," : "") << n.attrs.ints[k];
+      os << "]" << (n.attrs.keepdims ? "k" : "");
+    }
+    if (n.kind == OpKind::Const && !n.attrs.floats.empty()) os << "[" << n.attrs.floats[0] << "]";
     os << "(";
     for (size_t k = 0; k < n.inputs.size(); ++k) os << (k ? ", " : "") << "%" << n.inputs[k];
     os << ")";

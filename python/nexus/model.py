@@ -204,13 +204,19 @@ class Model:
         return dict(self._native.memory_plan(int(batch_size)))
 
     def fusion_stats(self, batch_size: int = 128) -> dict:
-        """What kernel fusion does to the forward pass at ``batch_size``: ``kernels`` (fused
-        kernels per step), ``ops_fused`` (the ops they replace), and ``bytes_unfused`` /
-        ``bytes_fused``: what those ops read and write one by one, and what the kernels do."""
+        """What kernel fusion does to a training step (forward and backward) at ``batch_size``:
+        ``kernels`` (fused kernels per step), ``ops_fused`` (the ops they replace),
+        ``bytes_unfused`` / ``bytes_fused`` (what those ops read and write one by one, and what the
+        kernels do), and ``step_bytes_unfused`` / ``step_bytes_fused``: the bytes every op of the
+        step reads and writes (GEMMs, convolutions and the rest included) without and with
+        fusion. ``groups`` lists the kernels."""
         groups = self._native.fusion_groups(int(batch_size))
+        traffic = self._native.step_traffic(int(batch_size))
         return {"kernels": len(groups), "ops_fused": sum(g["ops"] for g in groups),
                 "bytes_unfused": sum(g["bytes_unfused"] for g in groups),
-                "bytes_fused": sum(g["bytes_fused"] for g in groups), "groups": groups}
+                "bytes_fused": sum(g["bytes_fused"] for g in groups),
+                "step_bytes_unfused": traffic["unfused"], "step_bytes_fused": traffic["fused"],
+                "groups": groups}
 
     @property
     def optimizer_steps(self) -> int:

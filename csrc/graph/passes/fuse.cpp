@@ -20,13 +20,6 @@ struct Building {
   Shape shape;
 };
 
-int64_t value_bytes(const Graph& g, int v) {
-  const Value& val = g.value(v);
-  int64_t n = 1;
-  for (int64_t d : val.shape) n *= d == kBatch ? 1 : d;
-  return n * itemsize(val.dtype);
-}
-
 std::string node_label(const Graph& g, int i) {
   const Node& n = g.nodes()[size_t(i)];
   std::string s = str("node ", i, " (", kind_name(n.kind));
@@ -53,8 +46,8 @@ FusionPlan partition(const Graph& g, const std::vector<int>& roots_in, int begin
 
   for (int i = begin; i < end; ++i) {
     const Node& n = nodes[size_t(i)];
-    const Shape& shape = g.value(n.outputs[0]).shape;
     if (is_fusable_elementwise(n.kind)) {
+      const Shape& shape = g.value(n.outputs[0]).shape;
       std::vector<int> join;
       for (int v : n.inputs) {
         int gi = group_of_value(v);
@@ -150,20 +143,20 @@ FusionPlan partition(const Graph& g, const std::vector<int>& roots_in, int begin
           if (!std::count(fg.consts.begin(), fg.consts.end(), v)) fg.consts.push_back(v);
           continue;
         }
-        fg.bytes_unfused += value_bytes(g, v);
+        fg.bytes_unfused += g.value_bytes(v, 1);
         if (group_of_value(v) == int(gi) || std::count(fg.inputs.begin(), fg.inputs.end(), v)) continue;
         fg.inputs.push_back(v);
-        fg.bytes_fused += value_bytes(g, v);
+        fg.bytes_fused += g.value_bytes(v, 1);
         int p = producer(v);
         if (p >= 0 && m == b.nodes[0] &&
             (nodes[size_t(p)].kind == OpKind::MatMul || nodes[size_t(p)].kind == OpKind::Conv2d))
           fg.anchor = p;
       }
       int out = n.outputs[0];
-      fg.bytes_unfused += value_bytes(g, out);
+      fg.bytes_unfused += g.value_bytes(out, 1);
       if (used_outside[size_t(out)]) {
         fg.outputs.push_back(out);
-        fg.bytes_fused += value_bytes(g, out);
+        fg.bytes_fused += g.value_bytes(out, 1);
       }
     }
     if (fg.outputs.empty()) continue;  // dead code: nothing reads it

@@ -9,8 +9,8 @@
 
 namespace nexus::graph {
 
-// Appends the backward pass for g.loss: OnesLike, then Grad/GradSum nodes in reverse order of the
-// forward nodes that lead from a param to the loss. Fills g.param_grads. Forward is [0, forward_end).
+// Appends the backward pass for g.loss: OnesLike, then elementwise rules and Grad nodes in reverse
+// order of the forward nodes that lead from a param to the loss. Fills g.param_grads. Forward is [0, forward_end).
 void autodiff(Graph& g);
 
 // Which nodes the values `roots` depend on (dead-code elimination as a mask over nodes).
