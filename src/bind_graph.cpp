@@ -77,7 +77,8 @@ void bind_graph(py::module_& m) {
           for (int v : fg.group.outputs) fused += bytes(v);
           out.append(py::dict(py::arg("layers") = names, py::arg("nodes") = fg.group.nodes,
                               py::arg("ops") = fg.group.nodes.size(),
-                              py::arg("kernel") = fg.program->name(), py::arg("bytes_unfused") = unfused,
+                              py::arg("kernel") = fg.program->name(), py::arg("program") = fg.program,
+                              py::arg("bytes_unfused") = unfused,
                               py::arg("bytes_fused") = fused));
         }
         return out;

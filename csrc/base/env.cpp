@@ -14,6 +14,7 @@ const std::vector<Knob>& knobs() {
       {"NEXUS_JIT", "1", "1: compile fused kernels with the C++ compiler ($CXX or c++); 0: run them in the interpreter"},
       {"NEXUS_CACHE_DIR", "", "compiled-kernel cache (default: $XDG_CACHE_HOME/nexus or ~/.cache/nexus)"},
       {"NEXUS_JIT_CXXFLAGS", "-O3 -march=native", "optimisation flags for fused kernels (-std=c++20 -fPIC -shared are always added)"},
+      {"NEXUS_NVRTC", "", "libnvrtc to load for f.ptx(), the only one tried when set (default: the nvidia-cuda-nvrtc wheel, then $CUDA_HOME, /usr/local/cuda)"},
       {"NEXUS_COMM_TIMEOUT", "300", "seconds any one distributed wait (ring message, barrier, broadcast) may take before CommError"},
   };
   return list;

@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "base/env.h"
 #include "base/error.h"
 
 namespace nexus::codegen {
@@ -31,6 +32,7 @@ const Api& load(const std::vector<std::string>& candidates) {
   if (api.lib) return api;
   std::vector<std::string> names = candidates;
   for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) names.push_back(n);
+  if (const std::string chosen = knob("NEXUS_NVRTC"); !chosen.empty()) names = {chosen};
   std::string tried;
   for (const std::string& n : names) {
     if (void* h = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) {

@@ -48,5 +48,12 @@ def test_fusion_stats_count_kernels_and_bytes():
     assert stats["kernels"] >= 3 and stats["ops_fused"] > stats["kernels"]
     assert 0 < stats["bytes_fused"] < stats["bytes_unfused"]
     assert all(g["kernel"].startswith("nx_fused_") for g in stats["groups"])
-    off = build("relu", False).fusion_stats()
+    # the backward's relu rules run as kernels too
+    assert any("relu_grad" in g["kernel"] for g in stats["groups"])
+    # the whole step moves fewer bytes fused, by what the kernels save
+    saved = stats["bytes_unfused"] - stats["bytes_fused"]
+    assert stats["step_bytes_unfused"] - stats["step_bytes_fused"] == saved
+    assert stats["step_bytes_unfused"] > stats["bytes_unfused"]  # GEMMs and the loss count too
+    off = build("relu", False).fusion_stats(batch_size=64)
     assert off["kernels"] == 0 and off["bytes_fused"] == off["bytes_unfused"] == 0
+    assert off["step_bytes_fused"] == off["step_bytes_unfused"] == stats["step_bytes_unfused"]
