@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "graph/passes/fuse.h"
 
 namespace nexus::codegen {
 
@@ -24,7 +25,7 @@ DType reduce_result_dtype(ReduceKind r, DType in) {
 }
 
 DType FusedKernel::output_dtype(size_t k) const {
-  if (has_reduce()) return reduce.dtype;
+  if (has_reduce() && k == outputs.size()) return reduce.dtype;
   return instrs.at(size_t(outputs.at(k))).dtype;
 }
 
@@ -72,8 +73,10 @@ void FusedKernel::verify() const {
     }
   }
   if (has_reduce()) {
-    NX_ASSERT(outputs.empty(), "a reduction kernel has exactly one output, the reduction");
     DType t = reg(instrs.size(), reduce.reg, "reduced");
+    NX_ASSERT(outputs.empty() || graph::reduction_with_side_outputs(uint8_t(int(reduce.kind) - 1), t, reduce.axes, ndim),
+              "elementwise outputs beside a ", reduce_name(reduce.kind), " need a floating sum or mean over leading axes");
+    for (int r : outputs) reg(instrs.size(), r, "output");
     NX_ASSERT(is_compute(t) && t != DType::Bool, "reduction of a ", dtype_name(t), " register");
     for (size_t k = 0; k < reduce.axes.size(); ++k)
       NX_ASSERT(reduce.axes[k] >= 0 && reduce.axes[k] < ndim && (k == 0 || reduce.axes[k - 1] < reduce.axes[k]),

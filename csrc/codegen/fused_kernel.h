@@ -5,7 +5,9 @@
 // (float32, float64, int32, int64, bool) and float16/bfloat16 registers hold float32 values
 // rounded to that type (a Cast to float16 rounds), which is exactly what the eager ops do between
 // two ops. Outputs name registers. An optional reduction epilogue reduces one register over the
-// given axes of the iteration shape (sum, mean, max, min); then the reduction is the only output.
+// given axes of the iteration shape (sum, mean, max, min) into the last output. A reduction
+// kernel stores other registers elementwise only when it is a floating sum or mean over leading
+// axes (has_side_outputs: it then runs row by row, the layout of a bias gradient).
 //
 // The iteration shape is the broadcast of the inputs' shapes at run time, so one FusedKernel
 // serves every shape. How each input is walked along the innermost dimension (its Access:
@@ -48,13 +50,14 @@ struct FusedKernel {
   int num_consts = 0;             // runtime constant slots (values are passed per launch)
   std::vector<DType> const_dtypes;
   std::vector<Instr> instrs;
-  std::vector<int> outputs;       // registers stored (elementwise kernels)
+  std::vector<int> outputs;       // registers stored at every element (then the reduction, if any)
   Reduction reduce;               // kind None: an elementwise kernel
   int ndim = 0;                   // rank of the iteration shape (reductions: axes refer to it)
 
   bool has_reduce() const { return reduce.kind != ReduceKind::None; }
   DType output_dtype(size_t k) const;
-  size_t num_outputs() const { return has_reduce() ? 1 : outputs.size(); }
+  bool has_side_outputs() const { return has_reduce() && !outputs.empty(); }
+  size_t num_outputs() const { return outputs.size() + (has_reduce() ? 1 : 0); }
 
   // Checks that registers are defined before use, dtypes are consistent and arithmetic runs on
   // compute dtypes; throws InternalError naming the instruction.

@@ -192,22 +192,44 @@ void eval_tile(const FusedKernel& k, const std::vector<Access>& access, char* co
   }
 }
 
+// Stores the tile's elementwise outputs (after the inputs in p).
+void store_outputs(const FusedKernel& k, char* const* p, int64_t i0, int64_t m, Regs& R) {
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const DType t = k.output_dtype(o);
+    with_reg_type(t, [&](auto tag) {
+      using T = decltype(tag);
+      store(p[k.inputs.size() + o], t, static_cast<const T*>(R.at(size_t(k.outputs[o]))), i0, m);
+    });
+  }
+}
+
 }  // namespace
 
 void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
                         const int64_t* s, int64_t n, const double* c) {
   Regs& R = regs_for(k);
-  const size_t nin = k.inputs.size();
   for (int64_t i0 = 0; i0 < n; i0 += kTile) {
     const int64_t m = std::min(kTile, n - i0);
     eval_tile(k, access, p, s, c, i0, m, R);
-    for (size_t o = 0; o < k.outputs.size(); ++o) {
-      const DType t = k.output_dtype(o);
-      with_reg_type(t, [&](auto tag) {
-        using T = decltype(tag);
-        store(p[nin + o], t, static_cast<const T*>(R.at(size_t(k.outputs[o]))), i0, m);
-      });
-    }
+    store_outputs(k, p, i0, m, R);
+  }
+}
+
+void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
+                       const int64_t* s, int64_t n, const double* c, void* acc, bool first) {
+  Regs& R = regs_for(k);
+  const DType t = k.instrs[size_t(k.reduce.reg)].dtype;
+  for (int64_t i0 = 0; i0 < n; i0 += kTile) {
+    const int64_t m = std::min(kTile, n - i0);
+    eval_tile(k, access, p, s, c, i0, m, R);
+    store_outputs(k, p, i0, m, R);
+    with_reg_type(t, [&](auto tag) {
+      using T = decltype(tag);
+      const T* v = static_cast<const T*>(R.at(size_t(k.reduce.reg)));
+      T* a = static_cast<T*>(acc) + i0;
+      if (first) for (int64_t j = 0; j < m; ++j) a[j] = v[j];
+      else for (int64_t j = 0; j < m; ++j) a[j] = T(a[j] + v[j]);
+    });
   }
 }
 

@@ -31,8 +31,9 @@ class Lowering {
     // Only a reduction's axes refer to the rank; elementwise kernels serve every rank.
     if (out_.kernel.has_reduce())
       out_.kernel.ndim = int(g_.value(g_.nodes()[size_t(grp.nodes[0])].outputs[0]).shape.size());
-    if (!out_.kernel.has_reduce())
-      for (int v : grp.outputs) out_.kernel.outputs.push_back(reg_.at(v));
+    // Every output but the reduction's (which has no register, and comes last) is elementwise.
+    for (int v : grp.outputs)
+      if (reg_.count(v)) out_.kernel.outputs.push_back(reg_.at(v));
     out_.kernel.verify();
     return std::move(out_);
   }

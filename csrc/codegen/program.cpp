@@ -16,6 +16,7 @@ namespace {
 
 using ElemFn = void (*)(char* const*, const int64_t*, int64_t, const double*);
 using ReduceFn = void (*)(char* const*, const int64_t*, int64_t, const double*, void*);
+using RowFn = void (*)(char* const*, const int64_t*, int64_t, const double*, void*, int64_t);
 
 // Dimensions of the iteration space after merging; strides in elements per operand.
 struct Space {
@@ -232,10 +233,12 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::v
     return outputs;
   }
 
-  // ---- reduction: keep dims first, reduced dims last (each group merged on its own) ----
   const Reduction& red = k.reduce;
   NX_CHECK(int64_t(shape.size()) == k.ndim, name_, ": the kernel reduces a rank-", k.ndim,
            " iteration shape, the inputs broadcast to ", shape_str(shape));
+  if (k.has_side_outputs()) return run_rows(inputs, consts, shape, std::move(st), std::move(outputs));
+
+  // ---- reduction: keep dims first, reduced dims last (each group merged on its own) ----
   std::vector<int64_t> axes = red.axes;
   if (axes.empty())
     for (int64_t d = 0; d < k.ndim; ++d) axes.push_back(d);
@@ -313,6 +316,81 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::v
     }
     store_reduced(out, o, red, reg, a, count);
   }
+  return outputs;
+}
+
+std::vector<Tensor> Program::run_rows(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
+                                      const Shape& shape, std::vector<std::vector<int64_t>> st,
+                                      std::vector<Tensor> outputs) {
+  const FusedKernel& k = kernel_;
+  const Reduction& red = k.reduce;
+  const size_t nin = inputs.size(), nside = k.outputs.size(), lead = red.axes.size();
+  Shape out_shape(red.keepdims ? lead : 0, 1);
+  out_shape.insert(out_shape.end(), shape.begin() + int64_t(lead), shape.end());
+  for (size_t o = 0; o <= nside; ++o) {
+    const Shape& want = o < nside ? shape : out_shape;
+    const DType t = k.output_dtype(o);
+    if (!outputs[o].defined()) outputs[o] = Tensor::empty(want, t);
+    NX_CHECK(outputs[o].shape() == want && outputs[o].dtype() == t && outputs[o].is_contiguous(), name_,
+             ": output ", o, " must be a contiguous ", dtype_name(t), " tensor of shape ", shape_str(want));
+    if (o < nside) st.push_back(contiguous_strides(shape));
+  }
+  const Tensor& out = outputs[nside];
+  const int64_t rows = numel(Shape(shape.begin(), shape.begin() + int64_t(lead)));
+  const int64_t cols = out.numel();
+  const DType reg = k.instrs[size_t(red.reg)].dtype;
+  if (cols == 0) return outputs;
+  // One accumulator per output element, in the register's type (float for float32 and halves).
+  const bool dbl = reg == DType::Float64;
+  std::vector<double> acc_d(size_t(dbl ? cols : 0));
+  std::vector<float> acc_f(size_t(dbl ? 0 : cols));
+  if (rows > 0) {
+    Space rsp, keep;
+    rsp.strides.resize(st.size());
+    keep.strides.resize(st.size());
+    merge_into(rsp, shape, st, 0, lead);
+    merge_into(keep, shape, st, lead, shape.size());
+    const int64_t n = keep.shape.back();
+    for (size_t o = 0; o < nside; ++o)
+      NX_ASSERT(keep.strides[nin + o].back() == 1, "side outputs are contiguous along the kept dims");
+    std::vector<int64_t> inner;
+    const std::vector<Access> access = inner_access(keep, nin, n, inner);
+    Fn fn = variant(access);
+    std::vector<char*> base;
+    std::vector<int64_t> isz;
+    for (size_t i = 0; i < nin; ++i) {
+      base.push_back(static_cast<char*>(inputs[i].raw_data()));
+      isz.push_back(itemsize(k.inputs[i]));
+    }
+    for (size_t o = 0; o < nside; ++o) {
+      base.push_back(static_cast<char*>(outputs[o].raw_data()));
+      isz.push_back(itemsize(k.output_dtype(o)));
+    }
+    // Tasks: blocks of columns (of the innermost kept run), each over every row in order. Wide
+    // blocks (one per thread) keep each row's reads long and contiguous; a narrow block walking
+    // many rows would touch a new page per call.
+    const int64_t per_thread = (n + num_threads() - 1) / num_threads();
+    const int64_t block = std::min(n, std::max<int64_t>({64, per_thread, kElementwiseGrain / rows}));
+    const int64_t blocks = (n + block - 1) / block, outer = cols / n;
+    parallel_for(outer * blocks, 1, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> ko(base.size()), ro(base.size());
+      std::vector<char*> p(base.size());
+      for (int64_t task = b; task < e; ++task) {
+        const int64_t o = task / blocks, j0 = (task % blocks) * block, len = std::min(block, n - j0);
+        row_offsets(keep, o, keep.shape.size() - 1, ko);
+        void* acc = dbl ? static_cast<void*>(&acc_d[size_t(o * n + j0)]) : static_cast<void*>(&acc_f[size_t(o * n + j0)]);
+        for (int64_t r = 0; r < rows; ++r) {
+          row_offsets(rsp, r, rsp.shape.size(), ro);
+          for (size_t j = 0; j < p.size(); ++j)
+            p[j] = base[j] + (ko[j] + ro[j] + j0 * (j < nin ? inner[j] : 1)) * isz[j];
+          if (fn) reinterpret_cast<RowFn>(fn)(p.data(), inner.data(), len, consts.data(), acc, r == 0);
+          else interp_reduce_row(k, access, p.data(), inner.data(), len, consts.data(), acc, r == 0);
+        }
+      }
+    });
+  }
+  for (int64_t o = 0; o < cols; ++o)
+    store_reduced(out, o, red, reg, Acc{rows ? (dbl ? acc_d[size_t(o)] : double(acc_f[size_t(o)])) : 0.0}, rows);
   return outputs;
 }
 

@@ -47,6 +47,10 @@ class Program {
  private:
   using Fn = void*;
   Fn variant(const std::vector<Access>& access);  // nullptr: interpret
+  // A reduction with side outputs (a floating sum or mean over leading axes), row by row.
+  std::vector<Tensor> run_rows(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
+                               const Shape& shape, std::vector<std::vector<int64_t>> st,
+                               std::vector<Tensor> outputs);
 
   FusedKernel kernel_;
   std::string name_;

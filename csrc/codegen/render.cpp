@@ -278,10 +278,25 @@ Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d
     os << "  }\n}\n";
     return {name, os.str()};
   }
-  // Reduction: the value at index j is a lambda the compiler inlines into the lane loop.
   const DType t = k.instrs[size_t(k.reduce.reg)].dtype;
   const bool fl = is_floating(t);
   const char* rt = reg_type(t);
+  if (k.has_side_outputs()) {
+    // One row of a sum over leading axes: store the side outputs, add the row into acc.
+    os << dr.entry << " " << name << "(char* const* p, const int64_t* s, int64_t n, const double* c, void* acc, "
+       << "int64_t first) {\n  using namespace nexus::kern;\n";
+    emit_setup(os, k, access, d, true);
+    os << "  " << rt << "* " << dr.restrict_ << " a = (" << rt << "*)acc;\n"
+       << "  auto value = [&](int64_t i) -> " << rt << " {\n";
+    emit_body(os, k, access, d, "i", "    ");
+    for (size_t o = 0; o < k.outputs.size(); ++o)
+      os << "    out" << o << "[i] = " << store_expr(k.output_dtype(o), r(k.outputs[o]), d) << ";\n";
+    os << "    return " << r(k.reduce.reg) << ";\n  };\n"
+       << "  if (first) " << dr.loop << " a[i] = value(i);\n"
+       << "  else " << dr.loop << " a[i] = (" << rt << ")(a[i] + value(i));\n}\n";
+    return {name, os.str()};
+  }
+  // Reduction: the value at index j is a lambda the compiler inlines into the lane loop.
   const char* acc_t = fl ? "double" : "int64_t";
   os << dr.entry << " " << name << "(char* const* p, const int64_t* s, int64_t n, const double* c, void* acc) {\n"
      << "  using namespace nexus::kern;\n";

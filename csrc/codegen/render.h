@@ -19,6 +19,12 @@ enum class Dialect : uint8_t { Cpp, Cuda };
 //     c: constant slot values.
 //   reduction:   void NAME(char* const* p, const int64_t* s, int64_t n, const double* c, void* acc)
 //     writes the range's partial (double for float registers, int64_t for integer ones) to acc.
+//   reduction with side outputs (a floating sum or mean over leading axes), one row per call:
+//                void NAME(char* const* p, const int64_t* s, int64_t n, const double* c, void* acc,
+//                          int64_t first)
+//     p: inputs, then the side outputs (contiguous), at this row's first element; acc: n
+//     accumulators in the reduced register's type, set to the row's values when `first`, else
+//     added to (rows in order: the eager sum over leading axes, bit for bit).
 struct Source {
   std::string name;  // the entry point's symbol
   std::string text;

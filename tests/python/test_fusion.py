@@ -199,3 +199,53 @@ def test_strided_and_broadcast_inputs_in_a_compiled_kernel(rng):
     f = nx.jit(lambda a, b: chain(a.T * b))
     np.testing.assert_array_equal(f(a, b).numpy(), chain(a.T * b).numpy())
     assert f.stats()["kernels"] == 1
+
+
+def bias_grad_like(t, b):
+    """An elementwise chain that is also summed over the leading axes: one kernel stores both."""
+    y = nx.relu(t * 2.0 + b) * nx.sigmoid(t)
+    return y, nx.sum(y, axis=0)
+
+
+@pytest.mark.parametrize("jit", ["1", "0"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_sum_over_leading_axes_stores_its_chain_too(monkeypatch, rng, jit, dtype):
+    monkeypatch.setenv("NEXUS_JIT", jit)
+    f = nx.jit(bias_grad_like)
+    t = nx.tensor(rng.standard_normal((67, 300)).astype(dtype))
+    b = nx.tensor(rng.standard_normal(300).astype(dtype))
+    y, s = f(t, b)
+    ref_y, ref_s = bias_grad_like(t, b)
+    # the rows add in order, as the eager sum over axis 0 adds them: equal bit for bit
+    np.testing.assert_array_equal(y.numpy(), ref_y.numpy())
+    np.testing.assert_array_equal(s.numpy(), ref_s.numpy())
+    assert f.stats()["kernels"] == 1
+    assert f.stats()["bytes_fused"] == (2 * 67 * 300 + 300 + 300) * np.dtype(dtype).itemsize
+
+
+def scaled_tanh_and_mean(t):
+    y = nx.tanh(t) * 3.0
+    return y, nx.mean(y, axis=(0, 1), keepdims=True)
+
+
+def exp_and_row_sum(t):
+    y = nx.exp(t)
+    return y, nx.sum(y, axis=-1)
+
+
+def test_side_outputs_with_several_leading_axes_keepdims_mean_and_strides(rng):
+    f = nx.jit(scaled_tanh_and_mean)
+    t = nx.tensor(rng.standard_normal((70, 5, 4)).astype(np.float32)).permute(1, 2, 0)  # strided
+    y, m = f(t)
+    ref_y = nx.tanh(t) * 3.0
+    np.testing.assert_array_equal(y.numpy(), ref_y.numpy())
+    assert m.shape == (1, 1, 70)
+    np.testing.assert_allclose(m.numpy(), ref_y.numpy().mean(axis=(0, 1), keepdims=True), rtol=1e-5, atol=1e-6)
+    assert f.stats()["kernels"] == 1
+
+
+def test_a_sum_over_the_last_axis_does_not_store_its_chain():
+    f = nx.jit(exp_and_row_sum)
+    y, s = f(nx.ones((3, 4)))
+    np.testing.assert_allclose(s.numpy(), np.full(3, 4 * np.e), rtol=1e-6)
+    assert "only a floating sum or mean over leading axes" in f.explain()

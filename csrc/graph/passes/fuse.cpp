@@ -34,6 +34,13 @@ bool is_fusable_elementwise(OpKind k) {
   return k == OpKind::Unary || k == OpKind::Binary || k == OpKind::Where || k == OpKind::Cast;
 }
 
+bool reduction_with_side_outputs(uint8_t reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim) {
+  if (reduce > 1 || !is_floating(dtype) || axes.empty() || int64_t(axes.size()) >= ndim) return false;
+  for (size_t k = 0; k < axes.size(); ++k)
+    if (axes[k] != int64_t(k)) return false;
+  return true;
+}
+
 FusionPlan partition(const Graph& g, const std::vector<int>& roots_in, int begin, int end) {
   const auto& nodes = g.nodes();
   if (end < 0) end = int(nodes.size());
@@ -112,7 +119,8 @@ FusionPlan partition(const Graph& g, const std::vector<int>& roots_in, int begin
       int gi = group_of_value(v);
       if (gi >= 0 && gi != group_of[i]) used_outside[size_t(v)] = true;
     }
-  // A reduction epilogue must be its group's only output; otherwise it runs on its own.
+  // A reduction epilogue is its group's only output, unless it is a floating sum or mean over
+  // leading axes (a bias gradient): that kernel also stores the others, row by row.
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     Building& b = groups[gi];
     if (!b.alive || !b.reduced) continue;
@@ -120,9 +128,12 @@ FusionPlan partition(const Graph& g, const std::vector<int>& roots_in, int begin
     bool other = false;
     for (int m : b.nodes)
       if (m != red && used_outside[size_t(nodes[size_t(m)].outputs[0])]) other = true;
-    if (other) {
+    const Node& rn = nodes[size_t(red)];
+    const Value& in = g.value(rn.inputs[0]);
+    if (other && !reduction_with_side_outputs(rn.attrs.reduce, in.dtype, rn.attrs.ints, int64_t(in.shape.size()))) {
       plan.refusals.push_back(str("cannot fuse ", node_label(g, red), " into group ", gi,
-                                  ": other values of the group are used outside it (a reduction kernel has one output)"));
+                                  ": other values of the group are used outside it (only a floating sum or mean "
+                                  "over leading axes also stores elementwise outputs)"));
       b.nodes.pop_back();
       b.reduced = false;
       group_of[size_t(red)] = -1;

@@ -27,6 +27,11 @@ struct FusionPlan {
 
 bool is_fusable_elementwise(OpKind k);
 
+// Can a reduction (attrs.reduce: 0 sum, 1 mean, 2 max, 3 min) of a `dtype` value over `axes` of
+// a rank-`ndim` shape also store its group's elementwise values: a floating sum or mean over
+// leading axes that keeps at least one dim (a bias gradient). Its kernel then runs row by row.
+bool reduction_with_side_outputs(uint8_t reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim);
+
 // Groups the nodes [begin, end) of g: maximal chains of elementwise/broadcast ops of one
 // iteration shape, each optionally closed by a reduction epilogue. `roots` are values needed
 // after the graph (outputs); g.output and g.loss count too. A pure function of the graph.
