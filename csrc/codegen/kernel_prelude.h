@@ -11,6 +11,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "codegen/kernel_ops.h"
 #include "ops/cpu/vec_math.h"
 #include "tensor/half.h"
 
@@ -37,17 +38,11 @@ inline U cvt(T v) {
 inline float round_f16(float v) { return nexus::fp16_to_float(nexus::float_to_fp16(v)); }
 inline float round_bf16(float v) { return nexus::bf16_to_float(nexus::float_to_bf16(v)); }
 
-// ---- unary ---------------------------------------------------------------------------------
-template <class T> inline T neg(T v) { return T(-v); }
+// ---- unary (neg, relu, sign and the binary ops: kernel_ops.h) --------------------------------
 template <class T> inline T abs_(T v) {
   if constexpr (std::is_floating_point_v<T>) return std::fabs(v);
   else return v < 0 ? T(-v) : v;
 }
-template <class T> inline T relu(T v) {
-  if constexpr (std::is_floating_point_v<T>) return v > 0 ? v : (v != v ? v : T(0));
-  else return v > 0 ? v : T(0);
-}
-template <class T> inline T sign(T v) { return T((v > 0) - (v < 0)); }
 inline float sqrt_(float v) { return std::sqrt(v); }
 inline double sqrt_(double v) { return std::sqrt(v); }
 inline float exp_(float v) { return nexus::ops::vec::exp(v); }
@@ -67,40 +62,12 @@ inline double sin_(double v) { return std::sin(v); }
 inline float cos_(float v) { return nexus::ops::vec::cos(v); }
 inline double cos_(double v) { return std::cos(v); }
 
-// ---- binary (bool add/mul are or/and, as in eager) ----------------------------------------
-template <class T> inline T add(T x, T y) {
-  if constexpr (std::is_same_v<T, bool>) return x || y;
-  else return T(x + y);
-}
-template <class T> inline T mul(T x, T y) {
-  if constexpr (std::is_same_v<T, bool>) return x && y;
-  else return T(x * y);
-}
-template <class T> inline T sub(T x, T y) { return T(x - y); }
-template <class T> inline T div(T x, T y) { return x / y; }
+// ---- binary: the rest are in kernel_ops.h ---------------------------------------------------
 template <class T> inline T pow_(T x, T y) {
   if constexpr (std::is_same_v<T, bool>) return x || !y;
   else if constexpr (std::is_integral_v<T>) return cvt<T>(std::pow(double(x), double(y)));
   else return std::pow(x, y);
 }
-template <class T> inline T maximum(T x, T y) { return (x != x || x > y) ? x : y; }
-template <class T> inline T minimum(T x, T y) { return (x != x || x < y) ? x : y; }
-template <class T> inline bool eq(T x, T y) { return x == y; }
-template <class T> inline bool ne(T x, T y) { return x != y; }
-template <class T> inline bool lt(T x, T y) { return x < y; }
-template <class T> inline bool le(T x, T y) { return x <= y; }
-template <class T> inline bool gt(T x, T y) { return x > y; }
-template <class T> inline bool ge(T x, T y) { return x >= y; }
-template <class T> inline T where(bool c, T x, T y) { return c ? x : y; }
-// backward-only (floating T): a gradient g and the forward op's output y
-template <class T> inline T relu_grad(T g, T y) { return y <= T(0) ? T(0) : g; }
-template <class T> inline T tanh_grad(T g, T y) { return g * (T(1) - y * y); }
-template <class T> inline T sigmoid_grad(T g, T y) { return g * (y * (T(1) - y)); }
-
-// ---- reductions: max/min with numpy's NaN propagation ---------------------------------------
-template <class T> inline T pick_max(T acc, T v) { return (v != v || v > acc) ? v : acc; }
-template <class T> inline T pick_min(T acc, T v) { return (v != v || v < acc) ? v : acc; }
-
 // Reductions run over chunks of kChunk elements (fixed, so results do not depend on threads).
 // Float sums add kLanes lanes in T over the chunk, then the lanes in order into a double.
 inline constexpr int64_t kChunk = 4096;

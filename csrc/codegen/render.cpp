@@ -10,6 +10,7 @@ namespace nexus::codegen {
 extern const char kHalfText[];
 extern const char kVecMathText[];
 extern const char kPreludeText[];
+extern const char kOpsText[];
 
 namespace {
 
@@ -43,24 +44,28 @@ const char* binary_fn(ops::BinaryOp op) {
   return "";
 }
 
-// The CUDA prelude: the same function names as kernel_prelude.h, on the device. float32
-// transcendentals use CUDA's math library (results agree with the CPU polynomials within a few
-// ulp, not bit for bit); float->int static_cast already saturates and maps NaN to 0 on the GPU.
-constexpr const char* kCudaPrelude = R"nxsrc(
+// The CUDA prelude: the functions kernel_prelude.h defines beside kernel_ops.h (whose text
+// follows these lines, qualified for the device), with the same names. float32 transcendentals
+// use CUDA's math library (results agree with the CPU polynomials within a few ulp, not bit for
+// bit); float->int static_cast already saturates and maps NaN to 0 on the GPU.
+constexpr const char* kCudaTypes = R"nxsrc(
 typedef long long int64_t;
 typedef int int32_t;
 typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
+#define NX_KERN_FN __device__ __forceinline__
+)nxsrc";
+constexpr const char* kCudaPrelude = R"nxsrc(
 namespace nexus { namespace kern {
-#define NXD __device__ __forceinline__
-template <class U, class T> NXD U cvt(T v) { return static_cast<U>(v); }
-NXD float h2f(uint16_t h) {
+#define NX_KERN_FN __device__ __forceinline__
+template <class U, class T> NX_KERN_FN U cvt(T v) { return static_cast<U>(v); }
+NX_KERN_FN float h2f(uint16_t h) {
   uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   if (e == 0x1fu) return __uint_as_float(s | 0x7f800000u | (m << 13));
   if (e == 0) { float f = (float)m * 5.9604644775390625e-8f; return s ? -f : f; }
   return __uint_as_float(s | ((e + 112u) << 23) | (m << 13));
 }
-NXD uint16_t f2h(float f) {
+NX_KERN_FN uint16_t f2h(float f) {
   uint32_t u = __float_as_uint(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u);
   if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u);
@@ -70,58 +75,35 @@ NXD uint16_t f2h(float f) {
   uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;
   return (uint16_t)(s | (r >> 13));
 }
-NXD float b2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-NXD uint16_t f2b(float f) {
+NX_KERN_FN float b2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+NX_KERN_FN uint16_t f2b(float f) {
   uint32_t u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
-NXD float round_f16(float v) { return h2f(f2h(v)); }
-NXD float round_bf16(float v) { return b2f(f2b(v)); }
-template <class T> NXD T neg(T v) { return (T)(-v); }
-template <class T> NXD T abs_(T v) { return v < 0 ? (T)(-v) : v; }
-template <class T> NXD T relu(T v) { return v > 0 ? v : (v != v ? v : (T)0); }
-template <class T> NXD T sign(T v) { return (T)((v > 0) - (v < 0)); }
-NXD float sqrt_(float v) { return sqrtf(v); }   NXD double sqrt_(double v) { return sqrt(v); }
-NXD float exp_(float v) { return expf(v); }     NXD double exp_(double v) { return exp(v); }
-NXD float log_(float v) { return logf(v); }     NXD double log_(double v) { return log(v); }
-NXD float tanh_(float v) { return tanhf(v); }   NXD double tanh_(double v) { return tanh(v); }
-NXD float sin_(float v) { return sinf(v); }     NXD double sin_(double v) { return sin(v); }
-NXD float cos_(float v) { return cosf(v); }     NXD double cos_(double v) { return cos(v); }
-NXD float sigmoid(float v) { float e = expf(-fabsf(v)); return (v < 0 ? e : 1.0f) / (1.0f + e); }
-NXD double sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
-NXD float gelu(float x) { return x * sigmoid(1.5957691216057308f * (x + 0.044715f * x * x * x)); }
-NXD double gelu(double x) { return x / (1.0 + exp(-1.5957691216057308 * (x + 0.044715 * x * x * x))); }
-template <class T> NXD T gelu_grad(T x) {
+NX_KERN_FN float round_f16(float v) { return h2f(f2h(v)); }
+NX_KERN_FN float round_bf16(float v) { return b2f(f2b(v)); }
+template <class T> NX_KERN_FN T abs_(T v) { return v < 0 ? (T)(-v) : v; }
+NX_KERN_FN float sqrt_(float v) { return sqrtf(v); }   NX_KERN_FN double sqrt_(double v) { return sqrt(v); }
+NX_KERN_FN float exp_(float v) { return expf(v); }     NX_KERN_FN double exp_(double v) { return exp(v); }
+NX_KERN_FN float log_(float v) { return logf(v); }     NX_KERN_FN double log_(double v) { return log(v); }
+NX_KERN_FN float tanh_(float v) { return tanhf(v); }   NX_KERN_FN double tanh_(double v) { return tanh(v); }
+NX_KERN_FN float sin_(float v) { return sinf(v); }     NX_KERN_FN double sin_(double v) { return sin(v); }
+NX_KERN_FN float cos_(float v) { return cosf(v); }     NX_KERN_FN double cos_(double v) { return cos(v); }
+NX_KERN_FN float sigmoid(float v) { float e = expf(-fabsf(v)); return (v < 0 ? e : 1.0f) / (1.0f + e); }
+NX_KERN_FN double sigmoid(double v) { return 1.0 / (1.0 + exp(-v)); }
+NX_KERN_FN float gelu(float x) { return x * sigmoid(1.5957691216057308f * (x + 0.044715f * x * x * x)); }
+NX_KERN_FN double gelu(double x) { return x / (1.0 + exp(-1.5957691216057308 * (x + 0.044715 * x * x * x))); }
+template <class T> NX_KERN_FN T gelu_grad(T x) {
   T u = (T)1.5957691216057308 * (x + (T)0.044715 * x * x * x);
   T du = (T)1.5957691216057308 * ((T)1 + (T)(3 * 0.044715) * x * x);
   T s = sigmoid(u);
   return s + x * du * s * ((T)1 - s);
 }
-template <class T> NXD T add(T x, T y) { return (T)(x + y); }
-NXD bool add(bool x, bool y) { return x || y; }
-template <class T> NXD T mul(T x, T y) { return (T)(x * y); }
-NXD bool mul(bool x, bool y) { return x && y; }
-template <class T> NXD T sub(T x, T y) { return (T)(x - y); }
-template <class T> NXD T div(T x, T y) { return x / y; }
-NXD float pow_(float x, float y) { return powf(x, y); }
-NXD double pow_(double x, double y) { return pow(x, y); }
-template <class T> NXD T pow_(T x, T y) { return (T)pow((double)x, (double)y); }
-template <class T> NXD T maximum(T x, T y) { return (x != x || x > y) ? x : y; }
-template <class T> NXD T minimum(T x, T y) { return (x != x || x < y) ? x : y; }
-template <class T> NXD bool eq(T x, T y) { return x == y; }
-template <class T> NXD bool ne(T x, T y) { return x != y; }
-template <class T> NXD bool lt(T x, T y) { return x < y; }
-template <class T> NXD bool le(T x, T y) { return x <= y; }
-template <class T> NXD bool gt(T x, T y) { return x > y; }
-template <class T> NXD bool ge(T x, T y) { return x >= y; }
-template <class T> NXD T where(bool c, T x, T y) { return c ? x : y; }
-template <class T> NXD T relu_grad(T g, T y) { return y <= (T)0 ? (T)0 : g; }
-template <class T> NXD T tanh_grad(T g, T y) { return g * ((T)1 - y * y); }
-template <class T> NXD T sigmoid_grad(T g, T y) { return g * (y * ((T)1 - y)); }
-template <class T> NXD T pick_max(T acc, T v) { return (v != v || v > acc) ? v : acc; }
-template <class T> NXD T pick_min(T acc, T v) { return (v != v || v < acc) ? v : acc; }
+NX_KERN_FN float pow_(float x, float y) { return powf(x, y); }
+NX_KERN_FN double pow_(double x, double y) { return pow(x, y); }
+template <class T> NX_KERN_FN T pow_(T x, T y) { return (T)pow((double)x, (double)y); }
 }}  // namespace nexus::kern
 )nxsrc";
 
@@ -185,16 +167,22 @@ std::string instr_expr(const FusedKernel& k, const Instr& in) {
   return "";
 }
 
+// The headers' own #include lines of project files are dropped: their text is inlined instead.
+void append_header(std::string& out, const char* text) {
+  std::istringstream is(text);
+  for (std::string line; std::getline(is, line);)
+    if (line.rfind("#include \"", 0) != 0 && line.rfind("#pragma once", 0) != 0) out += line + "\n";
+}
+
 std::string prelude(Dialect d) {
-  if (d == Dialect::Cuda) return kCudaPrelude;
-  // The headers' own #include lines of project files are dropped: their text is inlined here.
-  std::string out = "#include <bit>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n"
-                    "#include <type_traits>\n";
-  for (const char* text : {kHalfText, kVecMathText, kPreludeText}) {
-    std::istringstream is(text);
-    for (std::string line; std::getline(is, line);)
-      if (line.rfind("#include \"", 0) != 0 && line.rfind("#pragma once", 0) != 0) out += line + "\n";
+  std::string out;
+  if (d == Dialect::Cuda) {
+    out = kCudaTypes;
+    append_header(out, kOpsText);
+    return out + kCudaPrelude;
   }
+  out = "#include <bit>\n#include <cmath>\n#include <cstdint>\n#include <limits>\n#include <type_traits>\n";
+  for (const char* text : {kHalfText, kVecMathText, kOpsText, kPreludeText}) append_header(out, text);
   return out;
 }
 
@@ -253,7 +241,7 @@ void emit_body(std::ostringstream& os, const FusedKernel& k, const std::vector<A
 }  // namespace
 
 const std::string& renderer_fingerprint() {
-  static const std::string fp = Hasher().add(prelude(Dialect::Cpp)).add(kCudaPrelude).add("render v1").hex();
+  static const std::string fp = Hasher().add(prelude(Dialect::Cpp)).add(prelude(Dialect::Cuda)).add("render v1").hex();
   return fp;
 }
 
