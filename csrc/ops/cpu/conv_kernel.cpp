@@ -381,6 +381,16 @@ void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bi
   });
 }
 
+// out[k] = the sum of the runs' partials [run][k], added in run order (the same on every call).
+template <class T>
+void add_runs(const std::vector<Acc>& partials, int64_t runs, int64_t k_n, T* out) {
+  for (int64_t k = 0; k < k_n; ++k) {
+    Acc sum = 0;
+    for (int64_t r = 0; r < runs; ++r) sum += partials[size_t(r * k_n + k)];
+    out[k] = static_cast<T>(sum);
+  }
+}
+
 // dw and dbias with the direct kernel: one partial per thread's run of images, added in order.
 template <class T>
 void conv_backward_weight_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* dy,
@@ -416,13 +426,7 @@ void conv_backward_weight_direct(const Conv2dGeometry& g, const ConvSizes& s, co
       }
     }
   }
-  if (dbias != nullptr) {
-    for (int64_t k = 0; k < g.k; ++k) {
-      Acc sum = 0;
-      for (int64_t r = 0; r < runs; ++r) sum += bias_runs[r * g.k + k];
-      dbias[k] = static_cast<T>(sum);
-    }
-  }
+  if (dbias != nullptr) add_runs(bias_runs, runs, g.k, dbias);
 }
 
 // Per group: dyg = the group's dy as (k, images*pixels); dw += dyg * col^T (one gemm whose inner
@@ -480,13 +484,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
       for (int64_t i = 0; i < dw_size; ++i) dw[i] += part[i];
     }
   }
-  if (dbias != nullptr) {
-    for (int64_t k = 0; k < g.k; ++k) {
-      Acc sum = 0;
-      for (int64_t r = 0; r < runs; ++r) sum += bias_runs[r * g.k + k];
-      dbias[k] = static_cast<T>(sum);
-    }
-  }
+  if (dbias != nullptr) add_runs(bias_runs, runs, g.k, dbias);
 }
 
 // ---- max pooling --------------------------------------------------------------------------------
