@@ -274,20 +274,22 @@ AllReduceStats sparse_allreduce(Transport& t, float* data, size_t n, const AllRe
   const auto local = make_topk_codec(ratio / N);
   const size_t seg = std::max<size_t>(1, o.segment_bytes / sizeof(float));
   // The message layout follows from n alone (top-k encodes a fixed size per segment).
-  std::vector<size_t> offs;
+  struct Segment {
+    size_t off, len, at;  // elements [off, off + len), encoded at byte `at` of a message
+  };
+  std::vector<Segment> segments;
   size_t msg = 0;
   for (size_t off = 0; off < n; off += seg) {
-    offs.push_back(msg);
-    msg += local->max_encoded_bytes(std::min(seg, n - off));
+    segments.push_back({off, std::min(seg, n - off), msg});
+    msg += local->max_encoded_bytes(segments.back().len);
   }
   std::byte* store = scratch(0, size_t(N) * msg);
   auto message = [&](int q) { return store + size_t(q) * msg; };
   std::vector<float> work;
-  for (size_t off = 0, s = 0; off < n; off += seg, ++s) {
-    const size_t len = std::min(seg, n - off);
-    std::byte* out = message(r) + offs[s];
-    if (o.residual) o.residual->encode(*local, off, data + off, len, out, work);
-    else local->encode(data + off, len, out);
+  for (const Segment& sg : segments) {
+    std::byte* out = message(r) + sg.at;
+    if (o.residual) o.residual->encode(*local, sg.off, data + sg.off, sg.len, out, work);
+    else local->encode(data + sg.off, sg.len, out);
   }
   const int left = (r + N - 1) % N, right = (r + 1) % N;
   for (int step = 0; step + 1 < N; ++step) {
@@ -310,10 +312,8 @@ AllReduceStats sparse_allreduce(Transport& t, float* data, size_t n, const AllRe
   }
   std::fill(data, data + n, 0.0f);
   for (int q = 0; q < N; ++q)
-    for (size_t off = 0, s = 0; off < n; off += seg, ++s) {
-      const size_t len = std::min(seg, n - off);
-      local->decode(message(q) + offs[s], local->max_encoded_bytes(len), data + off, len, true);
-    }
+    for (const Segment& sg : segments)
+      local->decode(message(q) + sg.at, local->max_encoded_bytes(sg.len), data + sg.off, sg.len, true);
   if (o.op == ReduceOp::Mean)
     for (size_t i = 0; i < n; ++i) data[i] /= float(N);
   stats.bytes_uncompressed = 2 * (n - n / size_t(N)) * sizeof(float);
