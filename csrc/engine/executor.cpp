@@ -141,11 +141,13 @@ Executor::Executor(const graph::Graph& g, const Fusion* fusion)
 
 void Executor::run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last,
                    const std::vector<bool>& record, bool training) {
+  std::vector<bool> fused(fusion_ ? fusion_->fused.groups.size() : 0);  // which groups run whole
+  for (size_t k = 0; k < fused.size(); ++k) fused[k] = fusion_->usable(int(k), run);
   for (size_t i = begin; i < end; ++i) {
     if (!run[i]) continue;
     const Node& n = g_.nodes()[i];
     const int group = fusion_ ? fusion_->group_of[i] : -1;
-    if (group >= 0 && fusion_->usable(group, run)) {
+    if (group >= 0 && fused[size_t(group)]) {
       const auto& members = fusion_->fused.groups[size_t(group)].group.nodes;
       if (int(i) != members.back()) continue;  // the group runs at its last member
       run_group(group);
