@@ -120,6 +120,8 @@ Fusion::Fusion(const graph::Graph& g, int forward_end)
   codegen::FusedGraph backward = codegen::fuse_graph(g, grad_roots(g), forward_end, int(g.nodes().size()));
   for (auto& grp : backward.groups) fused.groups.push_back(std::move(grp));
   for (auto& r : backward.refusals) fused.refusals.push_back(std::move(r));
+  // A group of one op reads and writes what the op does: it runs as the op (nothing to compile).
+  std::erase_if(fused.groups, [](const codegen::FusedGroup& grp) { return grp.group.nodes.size() == 1; });
   for (size_t k = 0; k < fused.groups.size(); ++k)
     for (int m : fused.groups[k].group.nodes) group_of[size_t(m)] = int(k);
 }
