@@ -22,6 +22,11 @@ fi
 # libstdc++ is loaded before the interpreter (which does not link it) starts.
 asan="$("${CXX:-c++}" -print-file-name=libasan.so) $("${CXX:-c++}" -print-file-name=libstdc++.so)"
 echo "sanitize-test: preloading $asan"
+# Under the preloaded libasan, libnvrtc no longer finds libnvrtc-builtins next to itself (its
+# $ORIGIN lookup goes through ASan's dlopen): name the wheel's lib directory, so the PTX tests run
+# here too.
+nvrtc_lib=$("$venv/bin/python" -c 'import os, nvidia.cuda_nvrtc as m; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null || true)
+if [ -n "$nvrtc_lib" ]; then export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
 # -p no:cacheprovider: the suite's .pytest_cache belongs to the normal run
 cd tests && LD_PRELOAD="$asan" ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
