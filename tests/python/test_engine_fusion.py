@@ -74,3 +74,30 @@ def test_fused_training_in_the_interpreter_matches_compiled_kernels(monkeypatch,
     assert any("_grad_sum_" in g["kernel"] and g["program"].stats()["interpreted"] for g in groups)
     for name, p in compiled.params.items():
         np.testing.assert_array_equal(p.numpy(), interpreted.params[name].numpy(), err_msg=name)
+
+
+def conv_branchy_model(fusion):
+    """Conv, batch norm, pooling, flatten, dropout, a residual with layer norm and a concat: every
+    layer kind whose backward mixes Grad nodes with fused elementwise rules."""
+    g = GraphBuilder(seed=1).input("img", Shape(8, 1, 12, 12))
+    g.conv2d(4, 3, padding="same", activation="relu").batch_norm().max_pool2d(2).flatten()
+    g.dense(16, "gelu").dropout(0.1).residual(lambda b: b.layer_norm().dense(16, "tanh"))
+    ref = g.tap()
+    g.dense(16, "sigmoid").concat(ref).dense(5, "softmax")
+    return g.compile(optimizer=nx.optim.Adam(lr=1e-3), fusion=fusion)
+
+
+def test_fused_training_of_a_conv_and_branch_model_matches_unfused_bit_for_bit():
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((8, 1, 12, 12)).astype(np.float32), rng.integers(0, 5, 8)
+    losses = {}
+    for fusion in (True, False):
+        nx.manual_seed(0)  # the same dropout masks
+        model = conv_branchy_model(fusion)
+        losses[fusion] = [model.train_step(x, y) for _ in range(3)]
+        if fusion:
+            assert model.fusion_stats(8)["kernels"] >= 4
+            fused_params = {k: v.numpy().copy() for k, v in model.params.items()}
+    assert losses[True] == losses[False]
+    for name, p in model.params.items():
+        np.testing.assert_array_equal(fused_params[name], p.numpy(), err_msg=name)
