@@ -61,25 +61,16 @@ void bind_graph(py::module_& m) {
         // One dict per fused kernel (forward and backward): its layers and nodes, and the bytes
         // its ops read and write one by one vs. the kernel's inputs and outputs, at this batch size.
         const Graph& g = c.graph();
-        auto bytes = [&](int v) { return g.value_bytes(v, batch); };
         py::list out;
         if (!c.fusion()) return out;
         for (const auto& fg : c.fusion()->fused.groups) {
           py::list names;
-          int64_t unfused = 0, fused = 0;
-          for (int n : fg.group.nodes) {
-            const auto& node = g.nodes()[size_t(n)];
-            names.append(node.name);
-            for (int v : node.inputs) unfused += bytes(v);
-            unfused += bytes(node.outputs[0]);
-          }
-          for (int v : fg.group.inputs) fused += bytes(v);
-          for (int v : fg.group.outputs) fused += bytes(v);
+          for (int n : fg.group.nodes) names.append(g.nodes()[size_t(n)].name);
           out.append(py::dict(py::arg("layers") = names, py::arg("nodes") = fg.group.nodes,
                               py::arg("ops") = fg.group.nodes.size(),
                               py::arg("kernel") = fg.program->name(), py::arg("program") = fg.program,
-                              py::arg("bytes_unfused") = unfused,
-                              py::arg("bytes_fused") = fused));
+                              py::arg("bytes_unfused") = graph::unfused_bytes(g, fg.group, batch),
+                              py::arg("bytes_fused") = graph::fused_bytes(g, fg.group, batch)));
         }
         return out;
       }, py::arg("batch"))

@@ -238,6 +238,12 @@ void emit_body(std::ostringstream& os, const FusedKernel& k, const std::vector<A
   }
 }
 
+// The elementwise outputs' stores at element i.
+void emit_stores(std::ostringstream& os, const FusedKernel& k, Dialect d) {
+  for (size_t o = 0; o < k.outputs.size(); ++o)
+    os << "    out" << o << "[i] = " << store_expr(k.output_dtype(o), r(k.outputs[o]), d) << ";\n";
+}
+
 }  // namespace
 
 const std::string& renderer_fingerprint() {
@@ -261,8 +267,7 @@ Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d
     emit_setup(os, k, access, d, true);
     os << "  " << dr.loop << " {\n";
     emit_body(os, k, access, d, "i", "    ");
-    for (size_t o = 0; o < k.outputs.size(); ++o)
-      os << "    out" << o << "[i] = " << store_expr(k.output_dtype(o), r(k.outputs[o]), d) << ";\n";
+    emit_stores(os, k, d);
     os << "  }\n}\n";
     return {name, os.str()};
   }
@@ -277,8 +282,7 @@ Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d
     os << "  " << rt << "* " << dr.restrict_ << " a = (" << rt << "*)acc;\n"
        << "  auto value = [&](int64_t i) -> " << rt << " {\n";
     emit_body(os, k, access, d, "i", "    ");
-    for (size_t o = 0; o < k.outputs.size(); ++o)
-      os << "    out" << o << "[i] = " << store_expr(k.output_dtype(o), r(k.outputs[o]), d) << ";\n";
+    emit_stores(os, k, d);
     os << "    return " << r(k.reduce.reg) << ";\n  };\n"
        << "  if (first) " << dr.loop << " a[i] = value(i);\n"
        << "  else " << dr.loop << " a[i] = (" << rt << ")(a[i] + value(i));\n}\n";

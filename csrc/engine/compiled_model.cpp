@@ -68,27 +68,18 @@ std::vector<int> CompiledModel::results_last_use(const std::vector<bool>& run) c
 
 CompiledModel::Traffic CompiledModel::step_traffic(int64_t batch) const {
   Traffic t;
-  auto node_bytes = [&](const graph::Node& n) {
-    int64_t b = 0;
-    for (int v : n.inputs) b += g_.value_bytes(v, batch);
-    for (int v : n.outputs)
-      if (v >= 0) b += g_.value_bytes(v, batch);
-    return b;
-  };
   for (size_t i = 0; i < g_.nodes().size(); ++i) {
     const graph::Node& n = g_.nodes()[i];
     if (!train_run_[i] || n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer ||
         n.kind == OpKind::Const)
       continue;
-    const int64_t b = node_bytes(n);
+    const int64_t b = g_.node_bytes(n, batch);
     t.unfused += b;
     const int group = fusion_ ? fusion_->group_of[i] : -1;
     if (group < 0 || !fusion_->usable(group, train_run_)) {
       t.fused += b;
     } else if (int(i) == fusion_->fused.groups[size_t(group)].group.nodes.back()) {
-      const graph::FusionGroup& fg = fusion_->fused.groups[size_t(group)].group;
-      for (int v : fg.inputs) t.fused += g_.value_bytes(v, batch);
-      for (int v : fg.outputs) t.fused += g_.value_bytes(v, batch);
+      t.fused += graph::fused_bytes(g_, fusion_->fused.groups[size_t(group)].group, batch);
     }
   }
   return t;

@@ -114,10 +114,11 @@ static std::vector<int> grad_roots(const graph::Graph& g) {
   return roots;
 }
 
-Fusion::Fusion(const graph::Graph& g, int forward_end)
-    : fused(codegen::fuse_graph(g, grad_roots(g), 0, forward_end)), group_of(g.nodes().size(), -1) {
+Fusion::Fusion(const graph::Graph& g, int forward_end) : group_of(g.nodes().size(), -1) {
+  const std::vector<int> roots = grad_roots(g);
+  fused = codegen::fuse_graph(g, roots, 0, forward_end);
   // The backward on its own: no group spans both, so a forward-only pass runs whole groups.
-  codegen::FusedGraph backward = codegen::fuse_graph(g, grad_roots(g), forward_end, int(g.nodes().size()));
+  codegen::FusedGraph backward = codegen::fuse_graph(g, roots, forward_end, int(g.nodes().size()));
   for (auto& grp : backward.groups) fused.groups.push_back(std::move(grp));
   for (auto& r : backward.refusals) fused.refusals.push_back(std::move(r));
   // A group of one op reads and writes what the op does: it runs as the op (nothing to compile).

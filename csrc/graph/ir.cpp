@@ -20,6 +20,14 @@ int64_t Graph::value_bytes(int id, int64_t batch) const {
   return n;
 }
 
+int64_t Graph::node_bytes(const Node& n, int64_t batch) const {
+  int64_t b = 0;
+  for (int v : n.inputs) b += value_bytes(v, batch);
+  for (int v : n.outputs)
+    if (v >= 0) b += value_bytes(v, batch);
+  return b;
+}
+
 int Graph::add_value(Shape shape, DType dtype, std::string name) {
   values_.push_back(Value{std::move(shape), dtype, -1, std::move(name)});
   return int(values_.size()) - 1;

@@ -76,6 +76,8 @@ class Graph {
   const Value& value(int id) const { return values_.at(size_t(id)); }
   // The bytes of value `id` with the batch dimension at `batch`.
   int64_t value_bytes(int id, int64_t batch) const;
+  // The bytes node n reads and writes when it runs on its own.
+  int64_t node_bytes(const Node& n, int64_t batch) const;
 
   std::vector<int> params;   // value ids, in declaration order
   std::vector<int> buffers;  // non-trainable state (batch-norm running statistics)

@@ -39,17 +39,6 @@ std::vector<int64_t> grad_reads(const Node& n) {
   return r;
 }
 
-// numpy broadcasting of graph shapes (the batch dimension broadcasts like any other size).
-Shape broadcast(const Shape& a, const Shape& b) {
-  Shape out(std::max(a.size(), b.size()), 1);
-  for (size_t i = 0; i < out.size(); ++i) {
-    int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1, y = i < b.size() ? b[b.size() - 1 - i] : 1;
-    NX_ASSERT(x == y || x == 1 || y == 1, "backward of shapes ", shape_str(a), " and ", shape_str(b));
-    out[out.size() - 1 - i] = x == 1 ? y : x;
-  }
-  return out;
-}
-
 // The rules of derivative_rules.h on graph values: each call appends a node named after the
 // forward layer, with the dtype the eager op would give.
 class GraphAlgebra {
@@ -64,7 +53,8 @@ class GraphAlgebra {
   int binary(ops::BinaryOp op, int x, int y) {
     Attrs a;
     a.binary = op;
-    return g_.add_node(OpKind::Binary, {x, y}, a, name_, broadcast(shape(x), shape(y)),
+    // kBatch broadcasts like any size: it equals itself and wins over 1
+    return g_.add_node(OpKind::Binary, {x, y}, a, name_, broadcast_shapes(shape(x), shape(y), "backward"),
                        ops::binary_result_dtype(op, dtype(x), dtype(y)));
   }
   int scalar(double v, int like) {

@@ -34,6 +34,19 @@ bool is_fusable_elementwise(OpKind k) {
   return k == OpKind::Unary || k == OpKind::Binary || k == OpKind::Where || k == OpKind::Cast;
 }
 
+int64_t fused_bytes(const Graph& g, const FusionGroup& group, int64_t batch) {
+  int64_t b = 0;
+  for (int v : group.inputs) b += g.value_bytes(v, batch);
+  for (int v : group.outputs) b += g.value_bytes(v, batch);
+  return b;
+}
+
+int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch) {
+  int64_t b = 0;
+  for (int m : group.nodes) b += g.node_bytes(g.nodes()[size_t(m)], batch);
+  return b;
+}
+
 bool reduction_with_side_outputs(uint8_t reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim) {
   if (reduce > 1 || !is_floating(dtype) || axes.empty() || int64_t(axes.size()) >= ndim) return false;
   for (size_t k = 0; k < axes.size(); ++k)

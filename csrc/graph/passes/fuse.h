@@ -27,6 +27,11 @@ struct FusionPlan {
 
 bool is_fusable_elementwise(OpKind k);
 
+// At batch size `batch`: the bytes a group's kernel reads and writes (its inputs and outputs),
+// and the bytes its member ops read and write one by one.
+int64_t fused_bytes(const Graph& g, const FusionGroup& group, int64_t batch);
+int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch);
+
 // Can a reduction (attrs.reduce: 0 sum, 1 mean, 2 max, 3 min) of a `dtype` value over `axes` of
 // a rank-`ndim` shape also store its group's elementwise values: a floating sum or mean over
 // leading axes that keeps at least one dim (a bias gradient). Its kernel then runs row by row.

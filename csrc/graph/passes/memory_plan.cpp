@@ -6,11 +6,8 @@
 
 namespace nexus::graph {
 
-static int64_t bytes_of(const Value& v, int64_t batch) {
-  int64_t n = 1;
-  for (int64_t d : v.shape) n *= d == kBatch ? batch : d;
-  return ((n * itemsize(v.dtype)) + 63) / 64 * 64;
-}
+// A value's buffer: its bytes rounded up to a 64-byte line.
+static int64_t bytes_of(const Graph& g, int v, int64_t batch) { return (g.value_bytes(v, batch) + 63) / 64 * 64; }
 
 static bool planned(OpKind k) { return k != OpKind::Input && k != OpKind::Param && k != OpKind::Buffer; }
 
@@ -63,7 +60,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& run, int64_t bat
     if (!run[i] || !planned(n.kind)) continue;
     for (int v : n.outputs) {
       if (v < 0) continue;
-      int64_t size = bytes_of(g.value(v), batch);
+      int64_t size = bytes_of(g, v, batch);
       if (is_grad[size_t(v)]) {
         plan.grad_bytes += size;
         continue;
@@ -73,7 +70,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<bool>& run, int64_t bat
       if (last[size_t(v)] < 0) dies_at[i].push_back(v);  // never read: dead right away
     }
     for (int v : dies_at[i])
-      if (plan.offsets[size_t(v)] >= 0) release(plan.offsets[size_t(v)], bytes_of(g.value(v), batch));
+      if (plan.offsets[size_t(v)] >= 0) release(plan.offsets[size_t(v)], bytes_of(g, v, batch));
   }
   plan.peak_bytes = top;
   return plan;
