@@ -158,8 +158,13 @@ std::vector<py::ssize_t> byte_strides(const Tensor& t) {
 
 }  // namespace
 
+// Off in the thread that nx.jit traces in: data read through the buffer protocol (np.asarray)
+// would be frozen into the trace. numpy then falls back to __array__, which the tracer refuses.
+static thread_local bool t_buffer_exports = true;
+
 void bind_buffer(py::module_& m, py::class_<Tensor>& tensor) {
   tensor.def_buffer([](const Tensor& t) {
+    NX_CHECK_TYPE(t_buffer_exports, "nx.jit: the buffer protocol on a tensor while tracing");
     return py::buffer_info(t.raw_data(), itemsize(t.dtype()),
                            py::str(to_numpy_dtype(t.dtype()).attr("char")).cast<std::string>(),
                            t.ndim(), t.shape(), byte_strides(t));
@@ -173,6 +178,7 @@ void bind_buffer(py::module_& m, py::class_<Tensor>& tensor) {
              py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
              py::arg("dl_device") = py::none(), py::arg("copy") = py::none());
   tensor.def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(kDLCPU, 0); });
+  m.def("set_buffer_exports", [](bool on) { return std::exchange(t_buffer_exports, on); }, py::arg("on"));
   m.def("from_numpy", &from_numpy);
   m.def("from_dlpack_capsule", &from_dlpack_capsule);
 }
