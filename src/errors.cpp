@@ -1,5 +1,8 @@
-// C++ error types -> Python: ValueError, TypeError, IndexError, and NexusError for broken
-// invariants ("internal error, please report").
+// C++ error types -> Python: ValueError, TypeError, IndexError, FileNotFoundError, and NexusError
+// for broken invariants ("internal error, please report").
+#include <cerrno>
+#include <cstring>
+
 #include "base/error.h"
 #include "bindings.h"
 
@@ -16,6 +19,9 @@ void bind_errors(py::module_& m) {
       PyErr_SetString(PyExc_TypeError, e.what());
     } catch (const IndexError& e) {
       PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const FileNotFoundError& e) {  // as open() raises it: errno, strerror, filename
+      py::tuple args = py::make_tuple(ENOENT, std::strerror(ENOENT), e.path());
+      PyErr_SetObject(PyExc_FileNotFoundError, args.ptr());
     } catch (const ValueError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const InternalError& e) {

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace nexus {
 
@@ -24,6 +25,18 @@ class TypeError : public std::invalid_argument {
 class IndexError : public std::out_of_range {
  public:
   using std::out_of_range::out_of_range;
+};
+
+// A file that does not exist: FileNotFoundError in Python, as open() raises it (errno ENOENT,
+// filename set). Thrown by nexus::data::open_file, the one place the readers open a path.
+class FileNotFoundError : public std::runtime_error {
+ public:
+  FileNotFoundError(std::string path, const std::string& what)
+      : std::runtime_error(what), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 class InternalError : public std::logic_error {

@@ -34,6 +34,41 @@ DType dtype_from_name(const std::string& n) {
   return DType::Float64;
 }
 
+const IntRange* pinned_int_range(const ReadOptions& opt, const std::string& column) {
+  static constexpr IntRange kInt32{"int32", std::numeric_limits<int32_t>::min(),
+                                   std::numeric_limits<int32_t>::max()};
+  static constexpr IntRange kInt64{"int64", std::numeric_limits<int64_t>::min(),
+                                   std::numeric_limits<int64_t>::max()};
+  auto it = opt.dtypes.find(column);
+  if (it == opt.dtypes.end()) return nullptr;
+  DType d = dtype_from_name(it->second);
+  return d == DType::Int32 ? &kInt32 : d == DType::Int64 ? &kInt64 : nullptr;
+}
+
+std::string out_of_range(const std::string& column, std::string_view text, const IntRange& r) {
+  return str("column '", column, "': ", text, " does not fit in ", r.dtype, " (", r.lo, " to ",
+             r.hi, "); pass dtypes={'", column, "': ",
+             r.hi == std::numeric_limits<int64_t>::max() ? "'float64'" : "'int64'", "}");
+}
+
+std::string not_an_integer(const std::string& column, std::string_view text, const IntRange& r) {
+  return str("column '", column, "': ", text, " is not an integer (dtypes= asks for ", r.dtype,
+             ")");
+}
+
+void check_dtype_keys(const ReadOptions& opt, const std::vector<std::string>& names,
+                      const char* absent) {
+  std::vector<std::string> keys;
+  for (const auto& kv : opt.dtypes)
+    if (std::find(names.begin(), names.end(), kv.first) == names.end()) keys.push_back(kv.first);
+  if (keys.empty()) return;
+  std::sort(keys.begin(), keys.end());
+  std::string all;
+  for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+  throw ValueError(str("dtypes= names column '", keys[0], "', which ", absent,
+                       "; columns: ", all.empty() ? "(none)" : all));
+}
+
 const char* kind_name(Kind k, bool list) {
   switch (k) {
     case Kind::Null: return "nulls";
@@ -306,6 +341,9 @@ Table stitch(std::vector<RangeResult>& ranges, const ReadOptions& opt, int64_t l
     }
     NX_CHECK(seen || !opt.require_columns || rows == 0, "column '", p.name,
              "' was asked for but no line has it");
+  }
+  if (opt.require_columns && rows > 0) check_dtype_keys(opt, names, "no line has");
+  for (Plan& p : plans) {
     if (p.kind == Kind::Null) p.missing = true;
     p.dtype = choose_dtype(p, opt);
   }

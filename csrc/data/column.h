@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -62,6 +63,25 @@ struct ReadOptions {
   bool require_columns = true;  // a name in `columns` that no line has is an error
 };
 
+// The range of an integer dtype that dtypes= pins a column to. The parsers check every integer
+// of such a column where they read it, so that a value the dtype cannot hold raises naming its
+// line (never wraps when int64 values are narrowed, never becomes a float).
+struct IntRange {
+  const char* dtype;
+  int64_t lo, hi;
+};
+// The range for `column` (nullptr when dtypes= does not ask for int32 or int64).
+const IntRange* pinned_int_range(const ReadOptions& opt, const std::string& column);
+// "column 'a': 3000000000 does not fit in int32 (-2147483648 to 2147483647)"
+std::string out_of_range(const std::string& column, std::string_view text, const IntRange& r);
+// "column 'a': 1.5 is not an integer (dtypes= asks for int32)"
+std::string not_an_integer(const std::string& column, std::string_view text, const IntRange& r);
+
+// Every key of opt.dtypes must be one of `names` (the columns read): ValueError naming the first
+// other one (in sorted order), "dtypes= names column 'x', which <absent>; columns: a, b".
+void check_dtype_keys(const ReadOptions& opt, const std::vector<std::string>& names,
+                      const char* absent);
+
 enum class Kind : uint8_t { Null, Bool, Int, Float, String };
 const char* kind_name(Kind k, bool list);
 
@@ -69,7 +89,8 @@ const char* kind_name(Kind k, bool list);
 // placeholder for a missing row), so rows == number of rows parsed so far once a row ends.
 class ColumnBuilder {
  public:
-  explicit ColumnBuilder(std::string name) : name_(std::move(name)) {}
+  explicit ColumnBuilder(std::string name, const IntRange* int_range = nullptr)
+      : name_(std::move(name)), int_range_(int_range) {}
 
   const std::string& name() const { return name_; }
   Kind kind() const { return kind_; }
@@ -77,6 +98,7 @@ class ColumnBuilder {
   bool is_list() const { return list_; }
   int64_t rows() const { return rows_; }
   int64_t first_line() const { return first_line_; }
+  const IntRange* int_range() const { return int_range_; }  // dtypes= pins it to int32/int64
 
   // Called once per row before the first value of this row: remembers the sizes so a malformed
   // line (or a duplicate key) can be rolled back.
@@ -114,6 +136,7 @@ class ColumnBuilder {
   size_t active_size() const;
 
   std::string name_;
+  const IntRange* int_range_ = nullptr;
   Kind kind_ = Kind::Null;
   bool list_ = false;
   int64_t width_ = -1;

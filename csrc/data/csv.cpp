@@ -26,7 +26,34 @@ namespace {
 struct Fail {
   const char* at;
   std::string what;
+  bool fatal = false;  // about the dtype asked for, not the line: raised even under "skip"
 };
+
+inline bool is_line_end(char c) { return c == '\n' || c == '\r'; }
+
+// Past the line end at p ("\n", "\r\n" or a lone "\r", as pandas reads them).
+inline const char* after_line_end(const char* p, const char* end) {
+  if (p < end && *p == '\r') ++p;
+  else if (p < end && *p == '\n') return p + 1;
+  else return p;
+  return p < end && *p == '\n' ? p + 1 : p;
+}
+
+// The number of line ends in [p, end) (a "\r\n" is one).
+int64_t count_line_ends(const char* p, const char* end) {
+  int64_t n = 0;
+  for (; p < end; ++p) n += *p == '\n' || (*p == '\r' && (p + 1 == end || p[1] != '\n'));
+  return n;
+}
+
+// An optional sign and digits: an integer, however large.
+bool integer_text(std::string_view s) {
+  size_t k = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+  if (k == s.size()) return false;
+  for (; k < s.size(); ++k)
+    if (s[k] < '0' || s[k] > '9') return false;
+  return true;
+}
 
 // The layout every range shares: the field → column map and forced string columns.
 struct Layout {
@@ -62,7 +89,7 @@ class RangeParser {
   RangeParser(const char* data, const ReadOptions& opt, const CsvOptions& csv, const Layout& lay,
               RangeResult& out, std::vector<uint8_t>& mixed)
       : data_(data), opt_(opt), csv_(csv), lay_(lay), out_(out), mixed_(mixed) {
-    for (const auto& n : lay.names) out_.columns.emplace_back(n);
+    for (const auto& n : lay.names) out_.columns.emplace_back(n, pinned_int_range(opt, n));
   }
 
   void run(const char* p, const char* end) {
@@ -76,7 +103,7 @@ class RangeParser {
       } catch (Fail& f) {
         for (auto& c : out_.columns)
           if (c.touched(row_)) c.rollback();
-        if (!opt_.skip_errors) {
+        if (!opt_.skip_errors || f.fatal) {
           out_.failed = true;
           out_.error = {start_line, f.at - data_, std::move(f.what)};
           return;
@@ -92,31 +119,35 @@ class RangeParser {
   }
 
  private:
-  [[noreturn]] void fail(const char* at, std::string what) { throw Fail{at, std::move(what)}; }
+  [[noreturn]] void fail(const char* at, std::string what, bool fatal = false) {
+    throw Fail{at, std::move(what), fatal};
+  }
 
   void skip_record() {
     bool inside = false;
     while (p_ < e_) {
-      char c = *p_++;
-      if (c == csv_.quote) inside = !inside;
-      if (c == '\n') {
+      if (is_line_end(*p_)) {
+        p_ = after_line_end(p_, e_);
         ++line_;
         if (!inside) return;
+        continue;
       }
+      if (*p_++ == csv_.quote) inside = !inside;
     }
   }
 
   // One record from p_, leaving p_ after its line end.
   void record() {
     const char* start = p_;
-    if (p_ < e_ && (*p_ == '\n' || (*p_ == '\r' && p_ + 1 < e_ && p_[1] == '\n'))) {
-      p_ += *p_ == '\n' ? 1 : 2;  // blank line
+    if (p_ < e_ && is_line_end(*p_)) {  // blank line
+      p_ = after_line_end(p_, e_);
       ++line_;
       return;
     }
     size_t field = 0;
     for (;;) {
       std::string_view text;
+      field_ = p_;
       bool quoted = p_ < e_ && *p_ == csv_.quote;
       if (quoted) text = quoted_field();
       else text = plain_field();
@@ -129,7 +160,7 @@ class RangeParser {
       }
       break;  // at a line end or the end of the range
     }
-    if (p_ < e_) ++p_;  // the '\n'
+    p_ = after_line_end(p_, e_);
     ++line_;
     done_ = true;
     if (field != lay_.fields)
@@ -139,10 +170,8 @@ class RangeParser {
 
   std::string_view plain_field() {
     const char* s = p_;
-    while (p_ < e_ && *p_ != csv_.delimiter && *p_ != '\n') ++p_;
-    const char* end = p_;
-    if (end > s && end[-1] == '\r' && (p_ == e_ || *p_ == '\n')) --end;
-    return {s, size_t(end - s)};
+    while (p_ < e_ && *p_ != csv_.delimiter && !is_line_end(*p_)) ++p_;
+    return {s, size_t(p_ - s)};
   }
 
   std::string_view quoted_field() {
@@ -152,7 +181,7 @@ class RangeParser {
     for (;;) {
       const char* q = static_cast<const char*>(std::memchr(p_, csv_.quote, size_t(e_ - p_)));
       if (!q) fail(open, "unterminated quoted field");
-      for (const char* c = p_; c < q; ++c) line_ += *c == '\n';
+      line_ += count_line_ends(p_, q);
       p_ = q + 1;
       if (p_ < e_ && *p_ == csv_.quote) {
         doubled = true;
@@ -162,8 +191,7 @@ class RangeParser {
       break;
     }
     std::string_view raw(s, size_t(p_ - 1 - s));
-    if (p_ < e_ && *p_ == '\r' && p_ + 1 < e_ && p_[1] == '\n') ++p_;
-    if (p_ < e_ && *p_ != csv_.delimiter && *p_ != '\n')
+    if (p_ < e_ && *p_ != csv_.delimiter && !is_line_end(*p_))
       fail(p_, "expected a delimiter or the end of the line after a closing quote");
     if (!doubled) return raw;
     tmp_.clear();
@@ -182,6 +210,15 @@ class RangeParser {
     b.end_value(0);
   }
 
+  // dtypes= asks for int32/int64: the field must be an integer that fits (or a boolean)
+  void check_integer(const ColumnBuilder& b, std::string_view s, const IntRange& r) {
+    int64_t i;
+    bool v;
+    if (parse_whole(s, i) ? i < r.lo || i > r.hi : integer_text(s))
+      fail(field_, out_of_range(b.name(), s, r), true);
+    if (!parse_whole(s, i) && !parse_bool(s, v)) fail(field_, not_an_integer(b.name(), s, r), true);
+  }
+
   void convert(ColumnBuilder& b, std::string_view s, size_t col) {
     b.begin_row(row_);
     if (lay_.as_string[col] || b.kind() == Kind::String) {
@@ -190,6 +227,7 @@ class RangeParser {
       return push_string(b, s);
     }
     if (is_missing_text(s.data(), s.size())) return b.push_missing();
+    if (const IntRange* r = b.int_range()) check_integer(b, s, *r);
     Kind k = b.kind();
     bool v;
     if ((k == Kind::Null || k == Kind::Bool) && parse_bool(s, v)) {
@@ -230,29 +268,37 @@ class RangeParser {
   std::string tmp_;
   const char* p_ = nullptr;
   const char* e_ = nullptr;
+  const char* field_ = nullptr;  // where the field being converted starts
   int64_t line_ = 0, row_ = 0;
   bool done_ = false;  // the failing record was read to its line end
 };
 
-// The header (or the given names) and what each field maps to. Returns the offset after it.
-size_t read_header(const char* data, size_t size, const ReadOptions& opt, const CsvOptions& csv,
-                   Layout& lay, std::vector<std::string>& all) {
-  size_t body = 0;
-  if (csv.header) {
+// The number of fields of the record at [p, end) (up to its line end outside quotes).
+size_t count_fields(const char* p, const char* end, const CsvOptions& csv) {
+  size_t fields = 1;
+  bool inside = false;
+  for (; p < end && (inside || !is_line_end(*p)); ++p) {
+    if (*p == csv.quote) inside = !inside;
+    else if (*p == csv.delimiter && !inside) ++fields;
+  }
+  return fields;
+}
+
+// The header (or the given names) and what each field maps to, for the text at [start, size)
+// (start skips a byte order mark). Returns the offset after the header line (start if none).
+size_t read_header(const char* data, size_t start, size_t size, const ReadOptions& opt,
+                   const CsvOptions& csv, Layout& lay, std::vector<std::string>& all) {
+  size_t body = start;
+  if (csv.header && start < size) {
     ReadOptions hopt;
     hopt.skip_errors = false;
     Layout hl;
-    const char* nl = data;
+    const char* nl = data + start;
     bool inside = false;
-    while (nl < data + size && (inside || *nl != '\n')) inside ^= (*nl++ == csv.quote);
-    body = size_t(nl - data) + (nl < data + size ? 1 : 0);
+    while (nl < data + size && (inside || !is_line_end(*nl))) inside ^= (*nl++ == csv.quote);
+    body = size_t(after_line_end(nl, data + size) - data);
     // parse the header line as one all-string record with as many fields as it has
-    size_t fields = 1;
-    inside = false;
-    for (const char* c = data; c < nl; ++c) {
-      if (*c == csv.quote) inside = !inside;
-      else if (*c == csv.delimiter && !inside) ++fields;
-    }
+    size_t fields = count_fields(data + start, nl, csv);
     hl.fields = fields;
     for (size_t f = 0; f < fields; ++f) {
       hl.column_of.push_back(int(f));
@@ -261,22 +307,16 @@ size_t read_header(const char* data, size_t size, const ReadOptions& opt, const 
     }
     RangeResult r;
     std::vector<uint8_t> mixed(fields, 0);
-    RangeParser(data, hopt, csv, hl, r, mixed).run(data, data + body);
+    RangeParser(data, hopt, csv, hl, r, mixed).run(data + start, data + body);
     if (r.failed) throw_line_error(r.error, 0);
     for (auto& c : r.columns)
       all.emplace_back(c.string_chars());  // one row each
-    if (body == 0) all.clear();
   }
   if (!csv.names.empty()) all = csv.names;
-  if (all.empty() && !csv.header) {
+  if (all.empty() && !csv.header && start < size) {
     // no header and no names: count the fields of the first line
-    size_t fields = 1;
-    bool inside = false;
-    for (const char* c = data; c < data + size && (inside || *c != '\n'); ++c) {
-      if (*c == csv.quote) inside = !inside;
-      else if (*c == csv.delimiter && !inside) ++fields;
-    }
-    for (size_t f = 0; f < fields && size > 0; ++f) all.push_back(str("column_", f));
+    size_t fields = count_fields(data + start, data + size, csv);
+    for (size_t f = 0; f < fields; ++f) all.push_back(str("column_", f));
   }
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].empty()) all[i] = str("column_", i);
@@ -295,17 +335,21 @@ size_t read_header(const char* data, size_t size, const ReadOptions& opt, const 
     auto d = opt.dtypes.find(w);
     lay.as_string.push_back(d != opt.dtypes.end() && dtype_from_name(d->second) == DType::String);
   }
+  check_dtype_keys(opt, all, "is not a column of the file");
   return body;
 }
 
 }  // namespace
 
 Table parse_csv(const char* data, size_t size, const ReadOptions& opt, const CsvOptions& csv) {
-  NX_CHECK(csv.delimiter != csv.quote && csv.delimiter != '\n' && csv.quote != '\n',
-           "read_csv: the delimiter and quote character must differ and not be a newline");
+  NX_CHECK(csv.delimiter != csv.quote && !is_line_end(csv.delimiter) && !is_line_end(csv.quote),
+           "read_csv: the delimiter and quote character must differ and be neither '\\n' nor "
+           "'\\r' (which end lines)");
   Layout lay;
   std::vector<std::string> all;
-  size_t body = read_header(data, size, opt, csv, lay, all);
+  size_t start = utf8_bom(data, size);
+  size_t body = read_header(data, start, size, opt, csv, lay, all);
+  int64_t header_lines = body > start ? 1 : 0;
   ReadOptions sopt = opt;
   sopt.columns = lay.names;
   sopt.require_columns = false;
@@ -337,8 +381,8 @@ Table parse_csv(const char* data, size_t size, const ReadOptions& opt, const Csv
       }
     }
     if (again) continue;
-    Table t = stitch(results, sopt, body > 0 ? 1 : 0);
-    t.stats.lines += body > 0 ? 1 : 0;
+    Table t = stitch(results, sopt, header_lines);
+    t.stats.lines += header_lines;
     t.stats.bytes = int64_t(size);
     return t;
   }

@@ -6,12 +6,8 @@
 // line back and goes on (skip). Type conflicts between lines are never skipped.
 #include "data/jsonl.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <charconv>
 #include <cmath>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <string_view>
@@ -160,7 +156,7 @@ class RangeParser {
     bool wanted = opt_.columns.empty();
     for (const auto& c : opt_.columns) wanted = wanted || c == n;
     if (!wanted) return index_[n] = -1;
-    cols_.emplace_back(n);
+    cols_.emplace_back(n, pinned_int_range(opt_, n));
     for (int64_t r = 0; r < row_; ++r) cols_.back().push_missing();
     return index_[n] = int(cols_.size() - 1);
   }
@@ -233,29 +229,34 @@ class RangeParser {
   }
 
   // ---- numbers -----------------------------------------------------------------------------
-  // Parses the number at p_. Returns true for an integer literal (in i), false for a float (in d).
-  bool number(int64_t& i, double& d) {
+  // An integer literal within int64 (in i), a float (in d), or an integer literal beyond int64
+  // (in d, as the nearest double).
+  enum class Num { Int, Float, BigInt };
+
+  // Parses the number at p_.
+  Num number(int64_t& i, double& d) {
     const char* s = p_;
     bool neg = *s == '-';
     const char* t = s + (neg ? 1 : 0);
     if (t < e_ && *t == 'I' && e_ - t >= 8 && std::memcmp(t, "Infinity", 8) == 0) {
       d = neg ? -HUGE_VAL : HUGE_VAL;
       p_ = t + 8;
-      return false;
+      return Num::Float;
     }
     if (!neg && e_ - t >= 3 && std::memcmp(t, "NaN", 3) == 0) {
       d = std::nan("");
       p_ = t + 3;
-      return false;
+      return Num::Float;
     }
     if (t >= e_ || !is_digit(*t)) fail(p_, "expected a value (string, number, true, false, null or a list)");
     auto r = std::from_chars(s, e_, i);
-    if (r.ec == std::errc() && (r.ptr == e_ || (*r.ptr != '.' && *r.ptr != 'e' && *r.ptr != 'E'))) {
+    bool integral = r.ptr == e_ || (*r.ptr != '.' && *r.ptr != 'e' && *r.ptr != 'E');
+    if (r.ec == std::errc() && integral) {
       p_ = r.ptr;
-      return true;
+      return Num::Int;
     }
     parse_double(d);
-    return false;
+    return r.ec == std::errc::result_out_of_range && integral ? Num::BigInt : Num::Float;
   }
 
   void parse_double(double& d) {
@@ -290,12 +291,21 @@ class RangeParser {
   void push_number(ColumnBuilder& b, bool list) {
     int64_t i = 0;
     double d = 0;
+    if (const IntRange* r = b.int_range()) {  // dtypes= asks for int32/int64: integers that fit
+      const char* s = p_;
+      Num n = number(i, d);
+      std::string_view text(s, size_t(p_ - s));
+      if (n == Num::Float) fail(s, not_an_integer(b.name(), text, *r), true);
+      if (n == Num::BigInt || i < r->lo || i > r->hi) fail(s, out_of_range(b.name(), text, *r), true);
+      want(b, Kind::Int, list);
+      return b.push_int(i);
+    }
     if (b.kind() == Kind::Float && *p_ != 'N' && *p_ != 'I' && !(*p_ == '-' && p_ + 1 < e_ && p_[1] == 'I')) {
       if (!is_digit(*p_) && *p_ != '-') fail(p_, "expected a number");
       parse_double(d);
       return b.push_float(d);
     }
-    if (number(i, d)) {
+    if (number(i, d) == Num::Int) {
       want(b, Kind::Int, list);
       if (b.kind() == Kind::Float) b.push_float(double(i));
       else b.push_int(i);
@@ -452,9 +462,11 @@ class RangeParser {
   bool reserved_ = false;
 };
 
-Table parse_ranges(const char* data, size_t size, const ReadOptions& opt, int64_t line_base,
-                   int64_t byte_base) {
-  auto ranges = split_lines(data, 0, size, range_count(size, opt.threads));
+}  // namespace
+
+Table parse_jsonl_lines(const char* data, size_t begin, size_t size, const ReadOptions& opt,
+                        int64_t line_base, int64_t byte_base) {
+  auto ranges = split_lines(data, begin, size, range_count(size - begin, opt.threads));
   std::vector<RangeResult> results(ranges.size());
   parallel_for(int64_t(ranges.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
@@ -467,70 +479,13 @@ Table parse_ranges(const char* data, size_t size, const ReadOptions& opt, int64_
   return t;
 }
 
-}  // namespace
-
 Table parse_jsonl(const char* data, size_t size, const ReadOptions& opt) {
-  return parse_ranges(data, size, opt, 0, 0);
+  return parse_jsonl_lines(data, utf8_bom(data, size), size, opt, 0, 0);
 }
 
 Table read_jsonl(const std::string& path, const ReadOptions& opt) {
   Source src = Source::map_file(path);
-  return parse_ranges(src.data(), src.size(), opt, 0, 0);
-}
-
-// ---- streaming ------------------------------------------------------------------------------
-
-JsonlReader::JsonlReader(const std::string& path, ReadOptions opt, int64_t chunk_rows)
-    : path_(path), opt_(std::move(opt)), chunk_rows_(chunk_rows) {
-  NX_CHECK(chunk_rows >= 1, "iter_jsonl: chunk_rows must be >= 1, got ", chunk_rows);
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  NX_CHECK(fd_ >= 0, "cannot open '", path, "': ", std::strerror(errno));
-  opt_.require_columns = false;
-}
-
-JsonlReader::~JsonlReader() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-bool JsonlReader::fill() {
-  constexpr size_t kBlock = size_t(8) << 20;
-  if (buf_.size() < len_ + kBlock) buf_.resize(std::max(buf_.size() * 2, len_ + kBlock));
-  ssize_t n;
-  do n = ::read(fd_, buf_.data() + len_, kBlock);
-  while (n < 0 && errno == EINTR);
-  NX_CHECK(n >= 0, "cannot read '", path_, "': ", std::strerror(errno));
-  len_ += size_t(n);
-  return n > 0;
-}
-
-bool JsonlReader::next(Table& out) {
-  size_t scan = 0, cut = 0;
-  int64_t lines = 0;
-  for (;;) {
-    while (lines < chunk_rows_ && scan < len_) {
-      auto* q = static_cast<const char*>(std::memchr(buf_.data() + scan, '\n', len_ - scan));
-      if (!q) break;
-      scan = size_t(q - buf_.data()) + 1;
-      ++lines;
-    }
-    if (lines == chunk_rows_) {
-      cut = scan;
-      break;
-    }
-    if (!eof_) {
-      if (fill()) continue;
-      eof_ = true;
-    }
-    cut = len_;  // end of file: the rest, however many lines
-    break;
-  }
-  if (cut == 0) return false;
-  out = parse_ranges(buf_.data(), cut, opt_, line_base_, byte_base_);
-  line_base_ += out.stats.lines;
-  byte_base_ += int64_t(cut);
-  std::memmove(buf_.data(), buf_.data() + cut, len_ - cut);
-  len_ -= cut;
-  return true;
+  return parse_jsonl(src.data(), src.size(), opt);
 }
 
 }  // namespace nexus::data

@@ -14,13 +14,32 @@
 
 namespace nexus::data {
 
-Source Source::map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+int open_file(const std::string& path) {
+  int fd;
+  do fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0 && errno == ENOENT)
+    throw FileNotFoundError(path, str("no such file: '", path, "'"));
   NX_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     NX_CHECK(false, "'", path, "' is not a regular file");
+  }
+  return fd;
+}
+
+size_t utf8_bom(const char* data, size_t size) {
+  return size >= 3 && std::memcmp(data, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+}
+
+Source Source::map_file(const std::string& path) {
+  int fd = open_file(path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    NX_CHECK(false, "cannot stat '", path, "': ", std::strerror(err));
   }
   size_t n = size_t(st.st_size);
   if (n == 0) {

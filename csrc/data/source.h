@@ -10,9 +10,17 @@
 
 namespace nexus::data {
 
+// Opens `path` for reading (O_CLOEXEC): the one place the readers open a file. A missing file
+// throws FileNotFoundError; another failure (a directory, no permission) ValueError naming it.
+int open_file(const std::string& path);
+
+// 3 when [data, data + size) starts with the UTF-8 byte order mark EF BB BF, else 0: the text
+// readers skip it (Python's "utf-8-sig", pandas and polars do the same).
+size_t utf8_bom(const char* data, size_t size);
+
 class Source {
  public:
-  static Source map_file(const std::string& path);  // ValueError naming the path on failure
+  static Source map_file(const std::string& path);  // opens with open_file, then maps
   static Source view(const char* data, size_t size) { return Source(data, size, false); }
   Source(Source&& o) noexcept : data_(o.data_), size_(o.size_), mapped_(o.mapped_) {
     o.mapped_ = false;

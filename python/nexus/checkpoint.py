@@ -64,9 +64,12 @@ def save(model, path) -> None:
 
 
 def load(path):
-    """A Model restored from ``path`` (written by ``model.save``)."""
-    from safetensors import SafetensorError  # noqa: PLC0415
-    from safetensors.numpy import load as st_load  # noqa: PLC0415
+    """A Model restored from ``path`` (written by ``model.save``).
+
+    Raises FileNotFoundError for a missing file and ValueError for one that is corrupt,
+    truncated or not a Nexus checkpoint. Example: ``model = nx.load("mlp.nexus")``.
+    """
+    from safetensors import SafetensorError, safe_open  # noqa: PLC0415
 
     from .graph import GraphBuilder  # noqa: PLC0415
     from .optim import from_config  # noqa: PLC0415
@@ -74,11 +77,11 @@ def load(path):
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
-    raw = path.read_bytes()
     try:
-        tensors = st_load(raw)
-        meta = _metadata(raw)
-    except (SafetensorError, ValueError, json.JSONDecodeError) as e:
+        with safe_open(path, framework="numpy") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (not a dict)
+    except SafetensorError as e:
         raise ValueError(f"{path}: not a valid Nexus checkpoint (corrupt or truncated file: {e})") from None
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: not a Nexus checkpoint (format {meta.get('format')!r}, expected {FORMAT!r})")
@@ -99,12 +102,3 @@ def load(path):
         "state": {k[len("optim/"):]: v for k, v in tensors.items() if k.startswith("optim/")}})
     return model
 
-
-def _metadata(raw: bytes) -> dict:
-    """The safetensors header's __metadata__ (the header is 8 bytes of length, then JSON)."""
-    if len(raw) < 8:
-        raise ValueError("file shorter than a safetensors header")
-    n = int.from_bytes(raw[:8], "little")
-    if n > len(raw) - 8:
-        raise ValueError("header length past the end of the file")
-    return json.loads(raw[8:8 + n]).get("__metadata__") or {}

@@ -54,12 +54,23 @@ def _check_int(name: str, value, low: int) -> int:
     return int(value)
 
 
+_SCHEDULES: dict[str, type] = {}  # class name -> Schedule subclass of this module (for loading)
+
+
 class Schedule:
     """A learning rate as a function of the optimizer step: ``schedule(step) -> float``.
 
-    Subclasses implement ``__call__``. Any plain callable ``step -> lr`` works wherever a schedule
-    is accepted; this base class only adds argument checking and a readable ``repr``.
+    Subclasses implement ``__call__`` and ``_fields()``: the constructor's arguments by name, so
+    that ``type(s)(**s._fields())`` rebuilds the schedule (a field may hold a float or another
+    schedule). Checkpoints store a schedule as that data. Every subclass defined in this module is
+    registered for loading by its class name. Any plain callable ``step -> lr`` works wherever a
+    schedule is accepted (but cannot be stored in a checkpoint).
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__module__ == __name__:
+            _SCHEDULES[cls.__name__] = cls
 
     def __call__(self, step: int) -> float:
         raise NotImplementedError
@@ -373,28 +384,39 @@ def _betas(betas) -> tuple[float, float]:
 
 
 def _schedule_to_data(lr):
+    """A float, or ``{"class": name, "config": {field: data}}`` for a schedule (fields recursively:
+    a schedule may hold a float or another schedule, at any depth)."""
     if not callable(lr):
         return float(lr)
-    if not isinstance(lr, Schedule) or type(lr).__name__ not in _SCHEDULES:
+    if _SCHEDULES.get(type(lr).__name__) is not type(lr):
         raise ValueError(f"cannot store the learning rate {lr!r} in a checkpoint: use a number or one "
                          f"of nx.optim's schedules ({', '.join(_SCHEDULES)})")
-    return {"schedule": type(lr).__name__,
-            **{k: _schedule_to_data(v) if k == "schedule" else v for k, v in lr._fields().items()}}
+    return {"class": type(lr).__name__,
+            "config": {k: _schedule_to_data(v) if callable(v) else v
+                       for k, v in lr._fields().items()}}
 
 
 def _schedule_from_data(data):
-    if not isinstance(data, dict):
+    """The inverse of ``_schedule_to_data``. Also reads the flat form older checkpoints stored,
+    ``{"schedule": "StepLR", "lr": ..., ...}``."""
+    if isinstance(data, numbers.Real) and not isinstance(data, bool):
         return float(data)
-    fields = dict(data)
-    name = fields.pop("schedule")
-    if name not in _SCHEDULES:
+    if isinstance(data, dict) and "class" not in data and isinstance(data.get("schedule"), str):
+        fields = dict(data)
+        data = {"class": fields.pop("schedule"), "config": fields}
+    if not (isinstance(data, dict) and set(data) == {"class", "config"}
+            and isinstance(data["config"], dict)):
+        raise ValueError(f"a stored learning rate must be a number or "
+                         f"{{'class': <schedule>, 'config': {{...}}}}, got {data!r}")
+    name = data["class"]
+    if not isinstance(name, str) or name not in _SCHEDULES:
         raise ValueError(f"unknown schedule {name!r}; valid: {', '.join(_SCHEDULES)}")
-    if "schedule" in fields:
-        fields["schedule"] = _schedule_from_data(fields["schedule"])
-    return _SCHEDULES[name](**fields)
-
-
-_SCHEDULES = {"StepLR": StepLR, "CosineDecay": CosineDecay, "LinearWarmup": LinearWarmup}
+    config = {k: _schedule_from_data(v) if isinstance(v, dict) else v
+              for k, v in data["config"].items()}
+    try:
+        return _SCHEDULES[name](**config)
+    except TypeError as e:
+        raise ValueError(f"stored schedule {name} cannot be built from {config!r}: {e}") from None
 
 
 def from_config(config: dict) -> Optimizer:

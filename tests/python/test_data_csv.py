@@ -90,3 +90,74 @@ def test_parallel_ranges_equal_one_thread(tmp_path):
         np.testing.assert_array_equal(one[k], many[k])
     assert many["id"].tolist() == list(range(30000))
     assert many["s"][4] == 'q"4\n,'
+
+
+def _csv_rows(text):
+    """What Python's csv module reads from text (it takes "\n", "\r\n" and a lone "\r" as line
+    ends, as pandas does)."""
+    return [row for row in csv.reader(io.StringIO(text, newline="")) if row]
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
+def test_every_line_ending_reads_as_the_csv_module_reads_it(end):
+    rows = [["a", "b"], ["1", "x"], ["2", "line1\nline2"], ["3", "cr\rinside"]]
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator=end, quoting=csv.QUOTE_ALL).writerows(rows)
+    text = buf.getvalue()
+    want = _csv_rows(text)
+    t = nx.data.read_csv(text.encode())
+    assert list(t) == want[0]
+    assert t["a"].tolist() == [int(r[0]) for r in want[1:]]
+    assert t["b"].tolist() == [r[1] for r in want[1:]]
+    assert t.stats["rows"] == len(want) - 1
+    # a bad record is reported at its line, counted with the same line ends
+    bad = end.join(["a,b", "1,2", "3", "4,5"]) + end
+    byte = len("a,b" + end + "1,2" + end)
+    with pytest.raises(ValueError, match=f"line 3, byte {byte}: expected 2 fields, got 1"):
+        nx.data.read_csv(bad.encode())
+    with pytest.raises(ValueError, match="neither '.n' nor '.r' .which end lines."):
+        nx.data.read_csv(text.encode(), delimiter="\r")
+    mixed = nx.data.read_csv(b"a,b\r1,2\n3,4\r\n5,6")
+    assert mixed["a"].tolist() == [int(r[0]) for r in _csv_rows("a,b\r1,2\n3,4\r\n5,6")[1:]]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_name(tmp_path):
+    text = "id,name\n1,é\n"
+    p = tmp_path / "bom.csv"
+    p.write_text(text, encoding="utf-8-sig")
+    with open(p, encoding="utf-8-sig", newline="") as f:
+        want = _csv_rows(f.read())
+    for source in (p, p.read_bytes()):
+        t = nx.data.read_csv(source)
+        assert list(t) == want[0]
+        assert t["id"].tolist() == [int(want[1][0])] and t["name"].tolist() == [want[1][1]]
+    t = nx.data.read_csv("1,2\n".encode("utf-8-sig"), header=False)
+    assert t["column_0"].tolist() == [1] and t.stats["lines"] == 1
+    with pytest.raises(ValueError, match="line 2, byte 7: expected 2 fields"):
+        nx.data.read_csv("a,b\n1\n".encode("utf-8-sig"))  # offsets count the mark's 3 bytes
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_dtypes_raise_for_values_they_cannot_hold(dtype):
+    info = np.iinfo(dtype)
+    t = nx.data.read_csv(f"a\n{info.min}\n{info.max}\n".encode(), dtypes={"a": dtype})
+    assert t["a"].dtype == np.dtype(dtype) and t["a"].tolist() == [info.min, info.max]
+    for bad in (info.max + 1, info.min - 1, 10 ** 30):
+        data = f"a,b\n1,x\n{bad},y\n".encode()
+        for on_error in ("raise", "skip"):  # the dtype asked for, not the line: never skipped
+            with pytest.raises(ValueError, match=rf"line 3, byte 8: column 'a': {bad} does not "
+                                                 rf"fit in {dtype}"):
+                nx.data.read_csv(data, dtypes={"a": dtype}, on_error=on_error)
+    for bad in ("1.5", "abc", "1e3"):
+        with pytest.raises(ValueError, match=rf"line 2, byte 2: column 'a': {bad} is not an "
+                                             rf"integer \(dtypes= asks for {dtype}\)"):
+            nx.data.read_csv(f"a\n{bad}\n".encode(), dtypes={"a": dtype})
+
+
+def test_dtypes_naming_an_unknown_column_raise():
+    with pytest.raises(ValueError, match="dtypes= names column 'c', which is not a column of the "
+                                         "file; columns: a, b"):
+        nx.data.read_csv(b"a,b\n1,2\n", dtypes={"c": "int32"})
+    with pytest.raises(ValueError, match="dtypes= names column 'b', which columns= does not ask "
+                                         "for; columns: a"):
+        nx.data.read_csv(b"a,b\n1,2\n", columns=["a"], dtypes={"b": "int32"})

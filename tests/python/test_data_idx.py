@@ -49,3 +49,20 @@ def test_gzip_file_and_bytes(tmp_path):
 def test_malformed_files_raise(data, what):
     with pytest.raises(ValueError, match=what):
         nx.data.read_idx(data)
+
+
+
+@pytest.mark.parametrize("read", [
+    nx.data.read_idx, nx.data.read_csv, nx.data.read_jsonl, lambda p: next(nx.data.iter_jsonl(p)),
+], ids=["read_idx", "read_csv", "read_jsonl", "iter_jsonl"])
+def test_a_missing_file_raises_file_not_found_as_open_does(tmp_path, read):
+    missing = tmp_path / "no" / "such-file"
+    with pytest.raises(FileNotFoundError) as by_open:
+        open(missing, "rb")  # noqa: SIM115
+    with pytest.raises(FileNotFoundError) as by_reader:
+        read(missing)
+    assert by_reader.value.errno == by_open.value.errno
+    assert by_reader.value.filename == str(missing)
+    assert str(by_reader.value) == str(by_open.value)
+    with pytest.raises(FileNotFoundError, match="MNIST file"):
+        nx.data.load("mnist", path=missing)

@@ -188,10 +188,82 @@ def test_chunked_errors_count_lines_from_the_start(tmp_path):
 
 
 def test_errors_for_bad_arguments(tmp_path):
-    with pytest.raises(ValueError, match="cannot open"):
-        nx.data.read_jsonl(tmp_path / "nope.jsonl")
+    with pytest.raises(ValueError, match="is not a regular file"):
+        nx.data.read_jsonl(tmp_path)
     with pytest.raises(ValueError, match="on_error"):
         nx.data.read_jsonl(b"", on_error="ignore")
     with pytest.raises(ValueError, match="chunk_rows"):
         next(nx.data.iter_jsonl(tmp_path / "x", chunk_rows=0))
     assert nx.data.read_jsonl(b"") == {}
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_integer_dtypes_raise_for_values_they_cannot_hold(tmp_path, dtype):
+    info = np.iinfo(dtype)
+    lines = [json.dumps({"a": v, "l": [v, 0]}) for v in (info.min, info.max)]
+    t = nx.data.read_jsonl("\n".join(lines).encode(), dtypes={"a": dtype, "l": dtype})
+    assert t["a"].dtype == np.dtype(dtype) and t["a"].tolist() == [info.min, info.max]
+    assert t["l"].dtype == np.dtype(dtype) and t["l"][:, 0].tolist() == [info.min, info.max]
+    for bad in (info.max + 1, info.min - 1, 10 ** 30):
+        for key in ("a", "l"):
+            first = '{"a": 1, "l": [1, 2]}\n'
+            row = json.dumps({"a": 1, "l": [1, 2], key: bad if key == "a" else [1, bad]})
+            byte = len(first) + row.index(str(bad))
+            data = (first + row + "\n").encode()
+            p = tmp_path / "big.jsonl"
+            p.write_bytes(data)
+            want = rf"line 2, byte {byte}: column '{key}': {bad} does not fit in {dtype}"
+            for on_error in ("raise", "skip"):  # the dtype asked for, not the line: never skipped
+                with pytest.raises(ValueError, match=want):
+                    nx.data.read_jsonl(data, dtypes={key: dtype}, on_error=on_error)
+            with pytest.raises(ValueError, match=want):
+                list(nx.data.iter_jsonl(p, chunk_rows=1, dtypes={key: dtype}))
+    for bad in ("1.5", "1e3", "NaN"):
+        with pytest.raises(ValueError, match=rf"line 1, byte 6: column 'a': {bad} is not an "
+                                             rf"integer \(dtypes= asks for {dtype}\)"):
+            nx.data.read_jsonl(f'{{"a": {bad}}}\n'.encode(), dtypes={"a": dtype})
+    # without dtypes=, an integer beyond int64 is read as float64 (documented)
+    assert nx.data.read_jsonl(f'{{"a": {10 ** 30}}}'.encode())["a"].tolist() == [float(10 ** 30)]
+
+
+def test_dtypes_naming_an_unknown_column_raise(tmp_path):
+    with pytest.raises(ValueError, match="dtypes= names column 'c', which no line has; columns: a"):
+        nx.data.read_jsonl(b'{"a": 1}\n', dtypes={"c": "int32"})
+    with pytest.raises(ValueError, match="dtypes= names column 'b', which columns= does not ask"):
+        nx.data.read_jsonl(b'{"a": 1, "b": 2}\n', columns=["a"], dtypes={"b": "int32"})
+    p = _write(tmp_path, ['{"a": 1}', '{"a": 2, "b": 3}', '{"a": 4}'])
+    chunks = list(nx.data.iter_jsonl(p, chunk_rows=1, dtypes={"b": "float32"}))  # b: in one chunk
+    assert [len(c["a"]) for c in chunks] == [1, 1, 1] and chunks[1]["b"].dtype == np.float32
+    with pytest.raises(ValueError, match="dtypes= names column 'c', which no line has"):
+        list(nx.data.iter_jsonl(p, chunk_rows=1, dtypes={"c": "int32"}))  # known at the end
+
+
+def test_a_byte_order_mark_is_skipped(tmp_path):
+    rows = [{"a": 1, "s": "é"}, {"a": 2, "s": "x"}]
+    p = tmp_path / "bom.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8-sig")
+    with open(p, encoding="utf-8-sig") as f:
+        want = [json.loads(line) for line in f]
+    for t in (nx.data.read_jsonl(p), nx.data.read_jsonl(p.read_bytes()),
+              next(nx.data.iter_jsonl(p))):
+        assert list(t) == list(want[0])
+        assert t["a"].tolist() == [r["a"] for r in want] and t["s"].tolist() == [r["s"] for r in want]
+    chunks = list(nx.data.iter_jsonl(p, chunk_rows=1))
+    assert [c["a"].tolist() for c in chunks] == [[r["a"]] for r in want]
+    with pytest.raises(ValueError, match="line 1, byte 3: expected '{'"):  # offsets count the mark
+        nx.data.read_jsonl("x\n".encode("utf-8-sig"))
+
+
+def test_chunks_hold_chunk_rows_rows_and_blank_lines_do_not_count(tmp_path):
+    lines = ["", '{"a": 0}', "  ", "", '{"a": 1}', '{"a": 2}', "\t", '{"a": 3}', '{"a": 4}', "", ""]
+    p = _write(tmp_path, lines)
+    want = [json.loads(line)["a"] for line in lines if line.strip()]
+    for n in (1, 2, 3, 10):
+        chunks = list(nx.data.iter_jsonl(p, chunk_rows=n))
+        assert [len(c["a"]) for c in chunks] == [min(n, len(want) - k)
+                                                for k in range(0, len(want), n)]
+        assert np.concatenate([c["a"] for c in chunks]).tolist() == want
+    byte = sum(len(line) + 1 for line in lines[:5])
+    with pytest.raises(ValueError, match=f"line 6, byte {byte}: expected"):  # lines still count
+        list(nx.data.iter_jsonl(_write(tmp_path, lines[:5] + ["oops"]), chunk_rows=1))
+    assert list(nx.data.iter_jsonl(_write(tmp_path, ["", " "]), chunk_rows=1)) == []

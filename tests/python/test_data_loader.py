@@ -95,3 +95,9 @@ def test_bad_arguments():
         nx.data.DataLoader(y, 4, world_size=2, rank=2)
     with pytest.raises(ValueError, match="batch_size"):
         nx.data.DataLoader(y, 0)
+
+
+def test_a_path_instead_of_arrays_says_to_read_the_file_first(tmp_path):
+    for source in (str(tmp_path / "x.csv"), tmp_path / "x.csv"):
+        with pytest.raises(TypeError, match="read it first with nx.data.read_csv"):
+            nx.data.DataLoader(source, batch_size=2)

@@ -1,12 +1,14 @@
 """Learning-rate schedules in nx.optim: values at given steps (PyTorch's formulas, step counted in
-optimizer steps), composition, argument checking and repr."""
+optimizer steps), composition, argument checking, repr, and checkpoints of every schedule."""
 
 import math
 
+import numpy as np
 import pytest
 
 import nexus as nx
-from nexus.optim import CosineAnnealing, CosineDecay, LinearWarmup, StepLR
+from nexus import GraphBuilder, Shape
+from nexus.optim import CosineAnnealing, CosineDecay, LinearWarmup, Schedule, StepLR
 
 
 def test_step_lr_multiplies_by_gamma_every_step_size_steps():
@@ -100,3 +102,68 @@ def test_matches_torch_schedulers():
     ours = LinearWarmup(0.1, 4, start_factor=0.25)
     want = torch_lrs(lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.25, total_iters=4), 8)
     assert [ours(k) for k in range(8)] == pytest.approx(want, rel=1e-12)
+
+
+# ---- checkpoints ---------------------------------------------------------------------------------
+
+# One example of each schedule nx.optim defines, from the schedules it may wrap. A schedule class
+# added to nx.optim without an entry here fails test_every_schedule_class_has_an_example.
+LEAVES = {StepLR: lambda: StepLR(1e-3, 5), CosineDecay: lambda: CosineDecay(0.1, 10, min_lr=0.01)}
+WRAPPERS = {LinearWarmup: lambda inner: LinearWarmup(inner, 5, start_factor=0.25)}
+
+
+def test_every_schedule_class_has_an_example():
+    defined = {v for v in vars(nx.optim).values()
+               if isinstance(v, type) and issubclass(v, Schedule) and v is not Schedule}
+    assert defined == set(LEAVES) | set(WRAPPERS)
+
+
+def _all_learning_rates():
+    """Floats, every leaf schedule, every wrapper around each of those, and wrappers nested two
+    deep around each: every composition of nx.optim's schedules up to that depth."""
+    leaves = [1e-3] + [make() for make in LEAVES.values()]
+    once = [wrap(x) for wrap in WRAPPERS.values() for x in leaves]
+    twice = [wrap(x) for wrap in WRAPPERS.values() for x in once]
+    return leaves + once + twice
+
+
+def _model(optimizer):
+    g = GraphBuilder(seed=0, dtype="float64")
+    g.input("x", Shape(8, 6)).dense(8, "tanh").dense(4, "softmax")
+    return g.compile(loss="cross_entropy", optimizer=optimizer)
+
+
+@pytest.mark.parametrize("make_optimizer", [nx.optim.SGD, nx.optim.Adam, nx.optim.AdamW])
+@pytest.mark.parametrize("lr", _all_learning_rates(), ids=repr)
+def test_every_schedule_and_composition_survives_save_and_load(tmp_path, lr, make_optimizer):
+    rng = np.random.default_rng(0)
+    data = [(rng.standard_normal((8, 6)), rng.integers(0, 4, 8)) for _ in range(14)]
+    model = _model(make_optimizer(lr=lr))
+    for x, y in data[:7]:  # into the warm-up's second schedule, past StepLR's first drop
+        model.train_step(x, y)
+    model.save(tmp_path / "m.nexus")
+    restored = nx.load(tmp_path / "m.nexus")
+    assert repr(restored.optimizer) == repr(model.optimizer)
+    for step in (0, 1, 4, 5, 6, 9, 10, 11, 15, 40):
+        assert restored.optimizer.lr_at(step) == model.optimizer.lr_at(step)
+    for x, y in data[7:]:
+        assert restored.train_step(x, y) == model.train_step(x, y)
+    for k, v in model.params.items():
+        np.testing.assert_array_equal(restored.params[k].numpy(), v.numpy(), err_msg=k)
+
+
+def test_a_learning_rate_that_is_not_data_cannot_be_saved(tmp_path):
+    for lr in (lambda k: 0.1, LinearWarmup(lambda k: 0.1, 3)):
+        with pytest.raises(ValueError, match="cannot store the learning rate"):
+            _model(nx.optim.SGD(lr=lr)).save(tmp_path / "m.nexus")
+
+
+def test_stored_learning_rates_are_checked_and_the_older_flat_form_still_loads():
+    config = nx.optim.Adam(lr=StepLR(0.1, 3)).get_config()
+    older = {**config, "lr": {"schedule": "StepLR", "lr": 0.1, "step_size": 3, "gamma": 0.1}}
+    assert repr(nx.optim.from_config(older)) == repr(nx.optim.from_config(config))
+    for bad, match in ((["StepLR"], "must be a number or"),
+                       ({"class": "Cyclic", "config": {}}, "unknown schedule 'Cyclic'; valid: "),
+                       ({"class": "StepLR", "config": {"lr": 0.1}}, "cannot be built from")):
+        with pytest.raises(ValueError, match=match):
+            nx.optim.from_config({**config, "lr": bad})

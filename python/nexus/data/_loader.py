@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -37,6 +38,9 @@ class DataLoader:
     def __init__(self, arrays, batch_size: int, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, prefetch: int = 2, rank: int | None = None,
                  world_size: int | None = None, shares: Sequence[int] | None = None):
+        if isinstance(arrays, (str, bytes, os.PathLike)):
+            raise TypeError(f"DataLoader takes arrays, not a file ({arrays!r}): read it first with "
+                            "nx.data.read_csv, read_jsonl or read_idx")
         if isinstance(arrays, Mapping):
             self._keys, items = list(arrays), list(arrays.values())
         elif isinstance(arrays, (tuple, list)):

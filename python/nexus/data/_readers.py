@@ -43,6 +43,11 @@ def _options(columns, dtypes, on_error, threads) -> _C.ReadOptions:
         if not isinstance(dtypes, Mapping):
             raise TypeError("dtypes= takes a dict {column: dtype}")
         o.dtypes = {str(k): _dtype_name(v) for k, v in dtypes.items()}
+        if columns is not None:
+            extra = [k for k in o.dtypes if k not in o.columns]
+            if extra:
+                raise ValueError(f"dtypes= names column {extra[0]!r}, which columns= does not ask "
+                                 f"for; columns: {', '.join(o.columns)}")
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     o.skip_errors = on_error == "skip"
@@ -66,8 +71,15 @@ def read_jsonl(source, columns: Sequence[str] | None = None, dtypes: Mapping | N
     str, lists of numbers of one length -> 2-D arrays. A row without a key (or with null) is
     missing: NaN in float columns; int and bool columns with a missing row become float64 with NaN
     (as in pandas); None in string columns. ``dtypes={"x": "float32"}`` overrides a column's
-    dtype. A malformed line raises ValueError naming its line and byte offset; with
-    ``on_error="skip"`` it is left out and counted in ``table.stats``.
+    dtype; a value an int32/int64 dtype cannot hold raises ValueError naming its line and column
+    (even under ``on_error="skip"``), and so does a ``dtypes=`` key that is not a column read. A
+    UTF-8 byte order mark at the start is skipped.
+
+    Errors: a malformed line raises ValueError naming its line and byte offset; with
+    ``on_error="skip"`` it is left out and counted in ``table.stats``. A missing file raises
+    FileNotFoundError.
+
+    Example: ``t = read_jsonl("train.jsonl", dtypes={"label": "int32"}); t["label"]``
     """
     o = _options(columns, dtypes, on_error, threads)
     if isinstance(source, _BYTES):
@@ -78,9 +90,14 @@ def read_jsonl(source, columns: Sequence[str] | None = None, dtypes: Mapping | N
 def iter_jsonl(path, chunk_rows: int = 65536, columns: Sequence[str] | None = None,
                dtypes: Mapping | None = None, threads: int | None = None,
                on_error: str = "raise") -> Iterator[Table]:
-    """Streams a JSONL file as Tables of the rows of at most ``chunk_rows`` lines each, reading
-    the file in blocks (never the whole of it). Dtypes are inferred per chunk: pin them with
-    ``dtypes=`` when chunks must agree. Line numbers in errors count from the file's start."""
+    """Streams a JSONL file as Tables of ``chunk_rows`` rows each (the last may hold fewer; blank
+    lines do not count, lines skipped under ``on_error="skip"`` do), reading the file in blocks
+    (never the whole of it). Dtypes are inferred per chunk: pin them with ``dtypes=`` when chunks
+    must agree. Line numbers in errors count from the file's start. Errors as
+    :func:`read_jsonl`; a ``dtypes=`` key that no line has raises once the file is exhausted.
+
+    Example: ``for chunk in iter_jsonl("huge.jsonl", chunk_rows=100_000): ...``
+    """
     if not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be an integer >= 1, got {chunk_rows!r}")
     reader = _C.JsonlReader(os.fspath(path), _options(columns, dtypes, on_error, threads),
@@ -97,7 +114,12 @@ def read_csv(source, columns: Sequence[str] | None = None, dtypes: Mapping | Non
     or str, inferred from its values; a column mixing numbers and text is str (the original
     text). Empty fields and NA, N/A, NULL, null, NaN, nan, None, <NA>, #N/A are missing (same
     fills as :func:`read_jsonl`). ``header=False`` names columns ``column_0, ...`` unless
-    ``names=`` is given. Quoted fields may hold the delimiter, newlines and doubled quotes."""
+    ``names=`` is given. Quoted fields may hold the delimiter, newlines and doubled quotes. Lines
+    end in ``\n``, ``\r\n`` or a lone ``\r`` (as pandas reads them); a UTF-8 byte order mark
+    at the start is skipped. ``dtypes=`` and the errors are as in :func:`read_jsonl`.
+
+    Example: ``t = read_csv("t.csv", dtypes={"zip": "str"}); t["zip"]``
+    """
     o = _options(columns, dtypes, on_error, threads)
     c = _C.CsvOptions()
     for name, ch in (("delimiter", delimiter), ("quotechar", quotechar)):
@@ -113,7 +135,11 @@ def read_csv(source, columns: Sequence[str] | None = None, dtypes: Mapping | Non
 
 def read_idx(source) -> np.ndarray:
     """Reads an IDX file (MNIST's format; raw or gzip-compressed, by content) or IDX bytes into
-    a numpy array of its shape and dtype (uint8, int8, int16, int32, float32 or float64)."""
+    a numpy array of its shape and dtype (uint8, int8, int16, int32, float32 or float64).
+    Malformed data raises ValueError, a missing file FileNotFoundError.
+
+    Example: ``images = read_idx("train-images-idx3-ubyte.gz")``
+    """
     if not isinstance(source, _BYTES):
         path = os.fspath(source)
         with open(path, "rb") as f:
