@@ -96,21 +96,16 @@ def _transaction(method):
     """Makes a public builder call all or nothing: if it raises, the builder is rolled back to
     where it stood before the call (layers, parameters, names, the current value), so a failed
     layer, block or branch leaves no trace and building goes on. Calls made inside it (a
-    residual block's layers) roll back with it."""
+    residual block's layers) are calls too: one that fails is undone even if the block goes on."""
 
     @functools.wraps(method)
     def call(self, *args, **kwargs):
-        if self._in_call:
-            return method(self, *args, **kwargs)
         mark = (len(self._entries), self._graph.num_values)
-        self._in_call = True
         try:
             return method(self, *args, **kwargs)
         except BaseException:
             self._rollback(*mark)
             raise
-        finally:
-            self._in_call = False
 
     call.transactional = True
     return call
@@ -150,7 +145,6 @@ class GraphBuilder:
         self._input: str | None = None
         self._sample_shape: tuple[int, ...] | None = None
         self._softmax_logits: dict[int, int] = {}  # softmax output -> its logits (fused CE)
-        self._in_call = False  # inside a public call (see _transaction)
         self._token = object()  # what this builder's Refs carry
         self._undone: list[int] = []  # per rollback: values that survived it (older Refs past it are gone)
 

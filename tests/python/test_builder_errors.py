@@ -74,6 +74,22 @@ def test_a_failed_call_changes_nothing_and_building_goes_on(fail, error):
     model.train_step(np.ones((4, 6), np.float32), np.array([0, 1, 2, 0]))
 
 
+def test_a_failed_call_inside_a_block_is_undone_even_if_the_block_goes_on():
+    def block(b):
+        with pytest.raises(ValueError, match="kernel 9x9"):
+            b.conv2d(2, 9)  # fails in shape inference, after drawing its weights
+        b.conv2d(1, 3, padding="same")
+
+    def build(block):
+        g = GraphBuilder(seed=2).input("img", Shape(2, 1, 8, 8))
+        return g.residual(block).flatten().dense(3, "softmax")
+
+    g, clean = build(block), build(lambda b: b.conv2d(1, 3, padding="same"))
+    assert g.spec() == clean.spec()
+    for name, p in clean.compile().params.items():
+        np.testing.assert_array_equal(g.compile().params[name].numpy(), p.numpy(), err_msg=name)
+
+
 def test_every_public_builder_call_that_changes_the_builder_is_transactional():
     # the mechanism, not the instances: a new layer method without @_transaction fails here
     public = [n for n, _ in inspect.getmembers(GraphBuilder) if not n.startswith("_")]
