@@ -54,8 +54,8 @@ def check_samples(where: str, x, sample_shape) -> None:
                          "dimension)")
 
 
-def _as_array(x, dtype=None) -> np.ndarray:
-    return np.asarray(x.numpy() if isinstance(x, _C.Tensor) else x, dtype=dtype)
+def _as_array(x) -> np.ndarray:
+    return np.asarray(x.numpy() if isinstance(x, _C.Tensor) else x)
 
 
 class Model:
@@ -150,7 +150,7 @@ class Model:
                 raise ValueError("fit: validation_data must be a pair (x_val, y_val)")
             self._check_batch("fit: validation_data", _as_array(validation_data[0]), _as_array(validation_data[1]))
         if batch_size < 1 or epochs < 0:
-            raise ValueError(f"fit: need samples, batch_size >= 1 and epochs >= 0 (got {len(x)}, {batch_size}, {epochs})")
+            raise ValueError(f"fit: need batch_size >= 1 and epochs >= 0 (got {batch_size}, {epochs})")
         if not distributed and (compression is not None or shares is not None or bucket_bytes is not None):
             raise ValueError("fit: compression=, shares= and bucket_bytes= need distributed=True")
         step, rank, split = self.train_step, 0, {}
