@@ -51,7 +51,8 @@ void bind_graph(py::module_& m) {
       .def_readwrite("loss", &Graph::loss)
       .def_readonly("params", &Graph::params)
       .def_readonly("buffers", &Graph::buffers)
-      .def_property_readonly("num_nodes", [](const Graph& g) { return g.nodes().size(); });
+      .def_property_readonly("num_nodes", [](const Graph& g) { return g.nodes().size(); })
+      .def_property_readonly("num_values", [](const Graph& g) { return g.values().size(); });
 
   auto nogil = py::call_guard<py::gil_scoped_release>();
   py::class_<engine::CompiledModel>(m, "CompiledModel")

@@ -13,12 +13,14 @@ from the C++ shape-inference pass, which names the layer in any shape error.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import numbers
 
 import numpy as np
 
 from . import _C
+from . import _graph_args as _args
 
 _K = _C.OpKind
 _U = _C.UnaryOp
@@ -64,92 +66,196 @@ class Activation(enum.Enum):
             raise ValueError(f"unknown activation {a!r}; valid: {valid}") from None
 
 
+def _activation(at: str, a) -> str:
+    """``a`` parsed for the layer ``at`` names (its errors say which layer)."""
+    try:
+        return Activation.parse(a).value
+    except ValueError as err:
+        raise ValueError(f"{at}: {err}") from None
+
+
 _UNARY = {Activation.RELU: _U.relu, Activation.GELU: _U.gelu, Activation.TANH: _U.tanh,
           Activation.SIGMOID: _U.sigmoid}
 
 
 class Ref(int):
-    """A value in the graph under construction (returned by ``GraphBuilder.tap``)."""
+    """A value in the graph under construction (returned by ``GraphBuilder.tap``).
+
+    It is valid only with the builder that made it, and only while the value exists: a Ref taken
+    inside a call that failed (and was undone) is refused rather than wired to whatever value
+    later takes its place.
+    """
+
+    def __new__(cls, value: int, owner: object = None, epoch: int = 0):
+        ref = super().__new__(cls, value)
+        ref._owner, ref._epoch = owner, epoch
+        return ref
+
+
+def _transaction(method):
+    """Makes a public builder call all or nothing: if it raises, the builder is rolled back to
+    where it stood before the call (layers, parameters, names, the current value), so a failed
+    layer, block or branch leaves no trace and building goes on. Calls made inside it (a
+    residual block's layers) are calls too: one that fails is undone even if the block goes on."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        mark = (len(self._entries), self._graph.num_values)
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self._rollback(*mark)
+            raise
+
+    call.transactional = True
+    return call
 
 
 class GraphBuilder:
-    """Builds a model layer by layer; ``compile`` turns it into a trainable native model."""
+    """Builds a model layer by layer; ``compile`` turns it into a trainable native model.
+
+    Every layer method checks its arguments where they are given (the error names the layer, the
+    argument, the value and what is valid) and runs all or nothing: a call that raises leaves
+    the builder as it was, so building continues.
+
+    Args:
+        seed: seeds the parameters' initial values (same seed, same model).
+        dtype: "float32" or "float64".
+
+    Raises:
+        ValueError, TypeError: a bad ``seed`` or ``dtype``.
+
+    Example:
+        >>> g = GraphBuilder(seed=0).input("x", Shape(32, 8)).dense(4, "relu").dense(2, "softmax")
+    """
 
     def __init__(self, seed: int = 0, dtype="float32"):
         if dtype not in ("float32", "float64"):
             raise ValueError(f"GraphBuilder dtype must be float32 or float64, got {dtype!r}")
-        self.seed = int(seed)
+        self.seed = _args.integer("GraphBuilder", "seed", seed, low=0)
         self.dtype = dtype
         self._rng = np.random.default_rng(self.seed)
         self._graph = _C.Graph()
-        self._entries: list[dict] = []
+        self._entries: list[dict] = []  # the spec: one entry per call, replayed by from_spec
         self._params: list[tuple[str, np.ndarray]] = []
         self._buffers: list[tuple[str, np.ndarray]] = []
         self._layers: list[dict] = []  # for summary(): name, kind, output value, param count
         self._counts: dict[str, int] = {}
         self._current: int | None = None
-        self._input: int | None = None
+        self._input: str | None = None
+        self._sample_shape: tuple[int, ...] | None = None
         self._softmax_logits: dict[int, int] = {}  # softmax output -> its logits (fused CE)
+        self._token = object()  # what this builder's Refs carry
+        self._undone: list[int] = []  # per rollback: values that survived it (older Refs past it are gone)
 
     # ---- structure -----------------------------------------------------------------------------
+    @_transaction
     def input(self, name: str, shape: Shape) -> "GraphBuilder":
+        """The model's input, ``shape`` = (batch, features...); call it first, once."""
         if self._input is not None:
             raise ValueError("GraphBuilder: the model already has an input; one input is supported")
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"input: name must be a non-empty string, got {name!r}")
         shape = shape if isinstance(shape, Shape) else Shape(shape)
         return self._apply({"layer": "input", "name": name, "shape": list(shape)})
 
+    @_transaction
     def dense(self, units: int, activation=None, name: str | None = None) -> "GraphBuilder":
-        return self._apply(self._entry("dense", name, units=int(units), activation=Activation.parse(activation).value))
+        """A fully connected layer: ``activation(x @ W + b)`` with ``units`` outputs."""
+        e, at = self._entry("dense", name)
+        e.update(units=_args.integer(at, "units", units), activation=_activation(at, activation))
+        return self._apply(e)
 
+    @_transaction
     def conv2d(self, filters: int, kernel_size, stride=1, padding="valid", activation=None,
                name: str | None = None) -> "GraphBuilder":
-        return self._apply(self._entry("conv2d", name, filters=int(filters), kernel_size=_pair(kernel_size),
-                                       stride=_pair(stride), padding=padding if isinstance(padding, str) else _pair(padding),
-                                       activation=Activation.parse(activation).value))
+        """A 2-D convolution over NCHW input; ``kernel_size``, ``stride``: an int or a pair;
+        ``padding``: "valid", "same" (stride 1, odd kernel) or an int or pair."""
+        e, at = self._entry("conv2d", name)
+        e.update(filters=_args.integer(at, "filters", filters),
+                 kernel_size=_args.pair(at, "kernel_size", kernel_size),
+                 stride=_args.pair(at, "stride", stride), padding=_args.padding(at, padding),
+                 activation=_activation(at, activation))
+        return self._apply(e)
 
+    @_transaction
     def max_pool2d(self, k, stride=None, name: str | None = None) -> "GraphBuilder":
-        return self._apply(self._entry("max_pool2d", name, k=_pair(k), stride=_pair(stride if stride else k)))
+        """Max over ``k`` x ``k`` windows (an int or a pair), ``stride`` defaulting to ``k``."""
+        return self._apply(self._pool_entry("max_pool2d", k, stride, name))
 
+    @_transaction
     def avg_pool2d(self, k, stride=None, name: str | None = None) -> "GraphBuilder":
-        return self._apply(self._entry("avg_pool2d", name, k=_pair(k), stride=_pair(stride if stride else k)))
+        """Mean over ``k`` x ``k`` windows (an int or a pair), ``stride`` defaulting to ``k``."""
+        return self._apply(self._pool_entry("avg_pool2d", k, stride, name))
 
+    @_transaction
     def flatten(self, name: str | None = None) -> "GraphBuilder":
-        return self._apply(self._entry("flatten", name))
+        """Reshapes each sample to one feature vector."""
+        return self._apply(self._entry("flatten", name)[0])
 
+    @_transaction
     def dropout(self, p: float, name: str | None = None) -> "GraphBuilder":
-        if not 0 <= p < 1:
-            raise ValueError(f"dropout: p must be in [0, 1), got {p}")
-        return self._apply(self._entry("dropout", name, p=float(p)))
+        """Zeroes each value with probability ``p`` in [0, 1) while training (inverted dropout)."""
+        e, at = self._entry("dropout", name)
+        e["p"] = _args.number(at, "p", p, 0.0, 1.0, high_open=True)
+        return self._apply(e)
 
+    @_transaction
     def batch_norm(self, momentum: float = 0.1, eps: float = 1e-5, name: str | None = None) -> "GraphBuilder":
-        return self._apply(self._entry("batch_norm", name, momentum=float(momentum), eps=float(eps)))
+        """Batch normalization over the channel axis (PyTorch's ``momentum`` in [0, 1], ``eps`` > 0)."""
+        e, at = self._entry("batch_norm", name)
+        e.update(momentum=_args.number(at, "momentum", momentum, 0.0, 1.0),
+                 eps=_args.number(at, "eps", eps, 0.0, low_open=True))
+        return self._apply(e)
 
+    @_transaction
     def layer_norm(self, eps: float = 1e-5, name: str | None = None) -> "GraphBuilder":
-        return self._apply(self._entry("layer_norm", name, eps=float(eps)))
+        """Layer normalization over each sample's features (``eps`` > 0)."""
+        e, at = self._entry("layer_norm", name)
+        e["eps"] = _args.number(at, "eps", eps, 0.0, low_open=True)
+        return self._apply(e)
 
+    @_transaction
     def activation(self, a, name: str | None = None) -> "GraphBuilder":
-        return self._apply(self._entry("activation", name, activation=Activation.parse(a).value))
+        """An activation on its own (an ``Activation`` or its name)."""
+        e, at = self._entry("activation", name)
+        e["activation"] = _activation(at, a)
+        return self._apply(e)
 
     # ---- branches and skips ---------------------------------------------------------------------
     def tap(self) -> Ref:
         """The current value, to branch from (``use``) or merge with (``add``, ``concat``) later."""
         self._need_current("tap")
-        return Ref(self._current)
+        return Ref(self._current, self._token, len(self._undone))
 
+    @_transaction
     def use(self, ref: Ref) -> "GraphBuilder":
         """Continues building from ``ref`` (start a parallel branch)."""
-        return self._apply({"layer": "use", "ref": int(ref)})
+        self._need_current("use")
+        return self._apply({"layer": "use", "ref": self._ref("use", ref)})
 
+    @_transaction
     def add(self, ref: Ref, name: str | None = None) -> "GraphBuilder":
         """current + ref (shapes must match): the merge of a residual block."""
-        return self._apply(self._entry("add", name, ref=int(ref)))
+        e, at = self._entry("add", name)
+        e["ref"] = self._ref(at, ref)
+        return self._apply(e)
 
+    @_transaction
     def concat(self, ref: Ref, axis: int = 1, name: str | None = None) -> "GraphBuilder":
-        """Concatenates ref and the current value along ``axis`` (1: features or channels)."""
-        return self._apply(self._entry("concat", name, ref=int(ref), axis=int(axis)))
+        """Concatenates ref and the current value along ``axis`` (1: features or channels; any
+        axis but the batch's, negative counting from the end)."""
+        e, at = self._entry("concat", name)
+        e["ref"] = self._ref(at, ref)
+        e["axis"] = _args.feature_axis(at, axis, len(self.shape_of(self._current)))
+        return self._apply(e)
 
+    @_transaction
     def residual(self, block, name: str | None = None) -> "GraphBuilder":
         """ResNet-style skip: ``block(builder)`` builds from the current value, then the input is added."""
+        if not callable(block):
+            raise TypeError(f"residual: block must be a callable taking the builder, got {block!r}")
+        _args.name("residual", name, self._names())
         skip = self.tap()
         block(self)
         return self.add(skip, name=name)
@@ -158,8 +264,18 @@ class GraphBuilder:
     def compile(self, loss: str = "cross_entropy", optimizer=None, fusion: bool = True):
         """A trainable model: forward, generated backward and the optimizer update in one native call.
 
-        ``fusion`` runs the forward's elementwise chains (bias + activation, residual adds) as
-        generated kernels (see ``nx.jit``); ``False`` runs every op on its own, same results.
+        Args:
+            loss: "cross_entropy" (the only loss so far).
+            optimizer: an optimizer without parameters (``nx.optim.Adam(lr=1e-3)``); None uses
+                ``nx.optim.SGD(lr=0.01)``.
+            fusion: run the forward's elementwise chains (bias + activation, residual adds) as
+                generated kernels (see ``nx.jit``); ``False`` runs every op on its own, same results.
+
+        Raises:
+            ValueError: an unknown loss, an empty graph, outputs that are not (batch, classes).
+
+        Example:
+            >>> model = g.compile(loss="cross_entropy", optimizer=nx.optim.Adam(lr=1e-3))
         """
         from .model import Model  # noqa: PLC0415  (model imports graph)
 
@@ -169,10 +285,12 @@ class GraphBuilder:
 
     def spec(self) -> dict:
         """The architecture as plain JSON-able data (replayed by ``GraphBuilder.from_spec``)."""
-        return {"format": "nexus.graph/1", "seed": self.seed, "dtype": self.dtype, "layers": list(self._entries)}
+        return {"format": "nexus.graph/1", "seed": self.seed, "dtype": self.dtype,
+                "layers": [dict(e) for e in self._entries]}
 
     @classmethod
     def from_spec(cls, spec: dict) -> "GraphBuilder":
+        """The builder a ``spec()`` describes (same layers, same initial parameters)."""
         if not isinstance(spec, dict) or spec.get("format") != "nexus.graph/1":
             raise ValueError("not a Nexus graph description (expected format 'nexus.graph/1')")
         g = cls(seed=spec["seed"], dtype=spec["dtype"])
@@ -180,11 +298,46 @@ class GraphBuilder:
             g._apply(dict(entry))
         return g
 
+    @property
+    def sample_shape(self) -> tuple[int, ...] | None:
+        """The shape of one sample the model takes (its input Shape after the batch); None before
+        ``input``."""
+        return self._sample_shape
+
     # ---- internals ------------------------------------------------------------------------------
-    def _entry(self, layer: str, name: str | None, **config) -> dict:
+    def _names(self) -> set[str]:
+        return {layer["name"] for layer in self._layers}
+
+    def _entry(self, layer: str, name: str | None) -> tuple[dict, str]:
+        """A new layer's entry (its name checked, or generated) and how errors name it."""
         self._need_current(layer)
-        n = self._counts.get(layer, 0) + 1
-        return {"layer": layer, "name": name or f"{layer}_{n}", **config}
+        taken = self._names()
+        name = _args.name(layer, name, taken)
+        if name is None:
+            n = self._counts.get(layer, 0) + 1
+            while f"{layer}_{n}" in taken:
+                n += 1
+            name = f"{layer}_{n}"
+        return {"layer": layer, "name": name}, f"layer '{name}' ({layer})"
+
+    def _pool_entry(self, layer: str, k, stride, name) -> dict:
+        e, at = self._entry(layer, name)
+        k = _args.pair(at, "k", k)
+        e.update(k=k, stride=k if stride is None else _args.pair(at, "stride", stride))
+        return e
+
+    def _ref(self, at: str, ref) -> int:
+        """``ref`` as a value id, if it is a live Ref of this builder."""
+        if not isinstance(ref, Ref):
+            raise TypeError(f"{at}: ref must be a Ref from this builder's tap(), got {ref!r} "
+                            f"({type(ref).__name__})")
+        if ref._owner is not self._token:
+            raise ValueError(f"{at}: ref {int(ref)} comes from another GraphBuilder's tap(); a Ref "
+                             "is valid only with the builder that made it")
+        if int(ref) >= min(self._undone[ref._epoch:], default=math.inf):
+            raise ValueError(f"{at}: ref {int(ref)} was taken inside a call that failed and was "
+                             "undone; tap() again")
+        return int(ref)
 
     def _need_current(self, what: str) -> None:
         if self._current is None:
@@ -192,33 +345,29 @@ class GraphBuilder:
 
     def _apply(self, e: dict) -> "GraphBuilder":
         layer = e["layer"]
-        if layer != "use":
-            self._counts[layer] = self._counts.get(layer, 0) + 1
         handler = getattr(self, f"_build_{layer}", None)
         if handler is None:
             raise ValueError(f"unknown layer {layer!r} in the graph description")
+        if layer != "use":
+            self._counts[layer] = self._counts.get(layer, 0) + 1
         n_params = len(self._params)
         start = self._graph.num_nodes
-        try:
-            out = handler(e)
-            self._graph.infer_shapes()
-        except Exception:
-            self._replay()  # a failed layer leaves no trace: the builder stays usable
-            raise
+        out = handler(e)
+        self._graph.infer_shapes()
+        self._entries.append(e)
         if layer != "use":
-            self._entries.append(e)
             count = sum(p.size for _, p in self._params[n_params:])
             self._layers.append({"name": e.get("name", layer), "kind": layer, "value": out, "params": count,
                                  "first_node": start})
         self._current = out
         return self
 
-    def _replay(self) -> None:
-        entries = self._entries
-        fresh = GraphBuilder(seed=self.seed, dtype=self.dtype)
-        for entry in entries:
-            fresh._apply(dict(entry))
+    def _rollback(self, entries: int, values: int) -> None:
+        """Back to the state after the first ``entries`` entries, by replaying them."""
+        fresh = type(self).from_spec({**self.spec(), "layers": self._entries[:entries]})
+        token, undone = self._token, [*self._undone, values]
         self.__dict__.update(fresh.__dict__)
+        self._token, self._undone = token, undone
 
     def shape_of(self, ref: int) -> tuple:
         """The shape of a value, None standing for the batch dimension."""
@@ -250,13 +399,22 @@ class GraphBuilder:
             limit = math.sqrt(6.0 / (fan_in + fan_out))
         return self._rng.uniform(-limit, limit, size=shape)
 
+    def _spec_ref(self, e) -> int:
+        """An entry's ``ref``: a value already in the graph (a spec read from a file may say anything)."""
+        ref = e["ref"]
+        if not isinstance(ref, numbers.Integral) or not 0 <= ref < self._graph.num_values:
+            raise ValueError(f"graph description: {e['layer']} entry refers to value {ref!r}, but the "
+                             f"graph has values 0..{self._graph.num_values - 1}")
+        return int(ref)
+
     def _build_input(self, e):
         self._input = e["name"]
+        self._sample_shape = tuple(e["shape"][1:])
         dtype = _C.DType.float32 if self.dtype == "float32" else _C.DType.float64
         return self._graph.add_input(e["name"], [_C.kBatch, *e["shape"][1:]], dtype)
 
     def _build_use(self, e):
-        return int(e["ref"])
+        return self._spec_ref(e)
 
     def _build_dense(self, e):
         x, name = self._current, e["name"]
@@ -334,22 +492,12 @@ class GraphBuilder:
         return self._act(self._current, e["activation"], e["name"])
 
     def _build_add(self, e):
-        a, b = self._current, int(e["ref"])
+        a, b = self._current, self._spec_ref(e)
         if self.shape_of(a) != self.shape_of(b):
             raise ValueError(f"layer '{e['name']}' (add): shapes {self.shape_of(b)} and {self.shape_of(a)} "
                              "differ; a residual block must keep its input's shape")
         return self._node(_K.binary, [b, a], e["name"], binary=_B.add)
 
     def _build_concat(self, e):
-        return self._node(_K.concat, [int(e["ref"]), self._current], e["name"], ints=[e["axis"]])
+        return self._node(_K.concat, [self._spec_ref(e), self._current], e["name"], ints=[e["axis"]])
 
-
-def _pair(v):
-    if v is None:
-        return None
-    if isinstance(v, numbers.Integral):
-        return [int(v), int(v)]
-    v = list(v)
-    if len(v) != 2:
-        raise ValueError(f"expected an int or a pair, got {v!r}")
-    return [int(v[0]), int(v[1])]

@@ -37,6 +37,27 @@ def _as_labels(y) -> _C.Tensor:
     return _tensor(np.ascontiguousarray(arr, dtype=np.int64))
 
 
+def check_samples(where: str, x, sample_shape) -> None:
+    """Raises the one error for data whose samples do not fit the model's input.
+
+    ``x`` is a batch (numpy array or Tensor), ``sample_shape`` the model's input Shape after the
+    batch dimension (``GraphBuilder.sample_shape``). ``fit``, ``evaluate``, ``predict``,
+    ``train_step`` and ``nexus train`` all check their data with it, before any native call.
+
+    Raises:
+        ValueError: ``where: the data's samples have shape (64,) but the model's input takes (63,) ...``
+    """
+    got = tuple(int(d) for d in x.shape[1:])
+    if got != tuple(sample_shape):
+        raise ValueError(f"{where}: the data's samples have shape {got} but the model's input takes "
+                         f"{tuple(sample_shape)} (the GraphBuilder's input Shape after the batch "
+                         "dimension)")
+
+
+def _as_array(x) -> np.ndarray:
+    return np.asarray(x.numpy() if isinstance(x, _C.Tensor) else x)
+
+
 class Model:
     """A trainable model compiled from a ``GraphBuilder`` (use ``GraphBuilder.compile``)."""
 
@@ -70,7 +91,7 @@ class Model:
         self.param_names = [n for n, _ in builder._params]
         self.buffer_names = [n for n, _ in builder._buffers]
         self.num_classes = builder.shape_of(out)[1]
-        if optimizer is None:
+        if optimizer is None:  # the documented default (GraphBuilder.compile, README)
             from .optim import SGD  # noqa: PLC0415
 
             optimizer = SGD(lr=0.01)
@@ -84,10 +105,24 @@ class Model:
 
     # ---- training ------------------------------------------------------------------------------
     def train_step(self, x, y) -> float:
-        """One optimizer step on a batch: forward, backward and update in one native call."""
+        """One optimizer step on a batch: forward, backward and update in one native call.
+
+        Returns the batch's mean loss. Raises ValueError for an empty batch, samples that do not
+        fit the model's input, or a batch with more or fewer labels than samples.
+        """
+        self._check_batch("train_step", x, y)
         state = self.optimizer._native_state()
         lr = self.optimizer.lr_at(state.step)
         return self._native.train_step(_as_features(x, self._dtype), _as_labels(y), self._opt_config, lr, state)
+
+    def _check_batch(self, where: str, x, y=None) -> None:
+        if not hasattr(x, "shape"):
+            x = np.asarray(x)
+        check_samples(where, x, self.builder.sample_shape)
+        if y is not None and len(y) != len(x):
+            raise ValueError(f"{where}: {len(x)} samples but {len(y)} labels")
+        if y is not None and len(x) == 0:
+            raise ValueError(f"{where}: no samples (an empty batch); pass at least one")
 
     def fit(self, x, y, epochs: int = 1, batch_size: int = 32, validation_data=None, shuffle: bool = True,
             seed: int | None = None, progress: bool | None = None, log_file=None, distributed: bool = False,
@@ -95,8 +130,10 @@ class Model:
         """Trains for ``epochs`` over ``(x, y)`` in batches (the last partial batch too).
 
         A progress bar (steps, loss, samples/s) shows on an interactive terminal unless
-        ``progress=False``; ``log_file`` appends one JSON line of metrics per epoch. Returns the
-        History (also ``model.history``); same seed, data and threads give the same weights.
+        ``progress=False``; ``log_file`` appends one JSON line of metrics per epoch. Returns a
+        new History of this call's epochs (``model.history`` refers to the latest, as in Keras);
+        same seed, data and threads give the same weights. Data or ``validation_data`` whose
+        samples do not fit the model's input raise ValueError before any step.
 
         ``distributed=True`` trains data-parallel over the MPI world (``nexus.distributed``):
         every rank passes the same ``(x, y)`` and reads its own slice of each global batch of
@@ -105,12 +142,15 @@ class Model:
         ``bucket_bytes``; weights stay identical on every rank; progress and ``log_file`` come
         from rank 0 only.
         """
-        x = np.ascontiguousarray(x.numpy() if isinstance(x, _C.Tensor) else x, dtype=self._dtype)
-        y = np.ascontiguousarray(y.numpy() if isinstance(y, _C.Tensor) else y)
-        if len(x) != len(y):
-            raise ValueError(f"fit: {len(x)} samples but {len(y)} labels")
-        if len(x) == 0 or batch_size < 1 or epochs < 0:
-            raise ValueError(f"fit: need samples, batch_size >= 1 and epochs >= 0 (got {len(x)}, {batch_size}, {epochs})")
+        x = np.ascontiguousarray(_as_array(x), dtype=self._dtype)
+        y = np.ascontiguousarray(_as_array(y))
+        self._check_batch("fit", x, y)
+        if validation_data is not None:
+            if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+                raise ValueError("fit: validation_data must be a pair (x_val, y_val)")
+            self._check_batch("fit: validation_data", _as_array(validation_data[0]), _as_array(validation_data[1]))
+        if batch_size < 1 or epochs < 0:
+            raise ValueError(f"fit: need batch_size >= 1 and epochs >= 0 (got {batch_size}, {epochs})")
         if not distributed and (compression is not None or shares is not None or bucket_bytes is not None):
             raise ValueError("fit: compression=, shares= and bucket_bytes= need distributed=True")
         step, rank, split = self.train_step, 0, {}
@@ -125,6 +165,7 @@ class Model:
                             seed=self.builder.seed if seed is None else int(seed), **split)
         show = rank == 0 and (sys.stderr.isatty() if progress is None else bool(progress))
         steps = -(-len(x) // batch_size)
+        self.history = history = History()
         for epoch in range(1, epochs + 1):
             start, total = time.perf_counter(), 0.0
             bar = _progress(len(x), f"epoch {epoch}/{epochs}", show)
@@ -145,28 +186,32 @@ class Model:
             if validation_data is not None:
                 val = self.evaluate(*validation_data, batch_size=max(batch_size, 256))
                 record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
-            self.history.append(record)
+            history.append(record)
             if log_file is not None and rank == 0:
                 with open(log_file, "a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
-        return self.history
+        return history
 
     # ---- inference -----------------------------------------------------------------------------
     def predict(self, x, batch_size: int = 256) -> np.ndarray:
-        """Model outputs (probabilities for a softmax head) for every row of ``x``."""
-        x = np.asarray(x) if not isinstance(x, _C.Tensor) else x.numpy()
+        """Model outputs (probabilities for a softmax head) for every row of ``x``.
+
+        Raises ValueError when ``x``'s samples do not fit the model's input.
+        """
+        x = _as_array(x)
+        self._check_batch("predict", x)
         parts = [self._native.predict(_as_features(x[i:i + batch_size], self._dtype)).numpy()
                  for i in range(0, len(x), batch_size)]
         return np.concatenate(parts) if parts else np.zeros((0, self.num_classes), self._dtype)
 
     def evaluate(self, x, y, batch_size: int = 256) -> dict:
-        """Mean loss and accuracy over ``(x, y)`` in inference mode."""
-        x = np.asarray(x) if not isinstance(x, _C.Tensor) else x.numpy()
-        y = np.asarray(y) if not isinstance(y, _C.Tensor) else y.numpy()
-        if len(x) != len(y):
-            raise ValueError(f"evaluate: {len(x)} samples but {len(y)} labels")
-        if len(x) == 0:
-            raise ValueError("evaluate: no samples")
+        """Mean loss and accuracy over ``(x, y)`` in inference mode.
+
+        Raises ValueError for no samples, samples that do not fit the model's input, or more or
+        fewer labels than samples.
+        """
+        x, y = _as_array(x), _as_array(y)
+        self._check_batch("evaluate", x, y)
         total, correct = 0.0, 0
         for i in range(0, len(x), batch_size):
             xb, yb = x[i:i + batch_size], y[i:i + batch_size]

@@ -87,9 +87,14 @@ def test_backward_is_generated_as_graph_nodes():
     assert "binary.add" in backward  # the residual's input feeds two nodes: their gradients add
 
 
+def dense_then_add_the_input(g):
+    ref = g.tap()
+    g.dense(8).add(ref)
+
+
 @pytest.mark.parametrize("build, message", [
     (lambda g: g.conv2d(4, 3), "layer 'conv2d_1' (conv2d)"),
-    (lambda g: g.dense(8).add(g.tap() if False else 0), "layer 'add_1' (add)"),
+    (dense_then_add_the_input, "layer 'add_1' (add)"),
     (lambda g: g.max_pool2d(2), "layer 'max_pool2d_1'"),
 ])
 def test_shape_errors_name_the_layer(build, message):

@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import _C
 from ..graph import GraphBuilder
-from ..model import _as_features, _as_labels
+from ..model import _as_features, _as_labels, check_samples
 from .balance import AdaptiveBalancer, keep_everyone_measured
 from .cluster import ClusterConfig
 from .profile import gather_profiles, profile_rank
@@ -143,7 +143,7 @@ class Scheduler:
                              f"{lr_scaling!r}")
         epochs, batch = Epochs(epochs), BatchSize(batch_size)
         x, y, x_test, y_test = _load(data, data_path)
-        self._check_features(x)
+        check_samples("train", x, self.model.builder.sample_shape)
         x, y = x.astype(self.model._dtype, copy=False), _as_labels(y).numpy()
         w = _world._get()
         rank, n = w.rank, w.size
@@ -271,14 +271,6 @@ class Scheduler:
         return report
 
     # ---- pieces -------------------------------------------------------------------------------
-    def _check_features(self, x) -> None:
-        want = tuple(next(e["shape"] for e in self.graph._entries
-                          if e["layer"] == "input")[1:])
-        if tuple(x.shape[1:]) != want:
-            raise ValueError(f"train: the data's samples have shape {tuple(x.shape[1:])} but the "
-                             f"model's input takes {want} (the GraphBuilder's input Shape after "
-                             "the batch dimension)")
-
     def _bytes_per_sample(self, batch: int) -> float:
         stats = self.model.memory_stats(int(batch))
         return max(stats["peak_bytes"] / int(batch), 1.0)
