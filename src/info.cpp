@@ -1,3 +1,5 @@
+#include <pybind11/stl.h>
+
 #include "base/env.h"
 #include "base/thread_pool.h"
 #include "bindings.h"
@@ -43,6 +45,7 @@ void bind_info(py::module_& m) {
     for (const Knob& k : knobs()) out.append(py::make_tuple(k.name, k.default_value, k.description));
     return out;
   });
+  m.def("knob_value", &knob_value, py::arg("name"));
   m.def("get_num_threads", &num_threads);
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
 }
