@@ -1,5 +1,5 @@
-// C++ error types -> Python: ValueError, TypeError, IndexError, and NexusError for broken
-// invariants ("internal error, please report").
+// C++ error types -> Python: ValueError, TypeError, IndexError, OSError (its errno subclass), and
+// NexusError for broken invariants ("internal error, please report").
 #include "base/error.h"
 #include "bindings.h"
 
@@ -18,6 +18,10 @@ void bind_errors(py::module_& m) {
       PyErr_SetString(PyExc_IndexError, e.what());
     } catch (const ValueError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const OSError& e) {
+      // OSError(errno, message, filename) is an instance of the subclass for errno.
+      py::object err = py::handle(PyExc_OSError)(e.error_number(), e.what(), e.path());
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
     } catch (const InternalError& e) {
       py::set_error(nexus_error, e.what());
     }

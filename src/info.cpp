@@ -1,6 +1,7 @@
 #include <pybind11/stl.h>
 
 #include "base/env.h"
+#include "base/fs.h"
 #include "base/thread_pool.h"
 #include "bindings.h"
 #include "nexus/config.h"
@@ -46,6 +47,14 @@ void bind_info(py::module_& m) {
     return out;
   });
   m.def("knob_value", &knob_value, py::arg("name"));
+  m.def(
+      "write_atomic",
+      [](const std::string& path, const py::bytes& data, unsigned mode, bool durable) {
+        auto bytes = std::string_view(data);  // no copy; `data` outlives the call
+        py::gil_scoped_release release;
+        fs::write_atomic(path, bytes, mode, durable);
+      },
+      py::arg("path"), py::arg("data"), py::arg("mode") = 0666, py::arg("durable") = true);
   m.def("get_num_threads", &num_threads);
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
 }

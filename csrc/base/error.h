@@ -1,6 +1,7 @@
-// Two kinds of failure (STYLE habit 9):
+// Kinds of failure (STYLE habit 9):
 //   NX_CHECK*  — the caller passed something wrong; becomes ValueError / TypeError / IndexError in
 //                Python, with a message naming the op, the shapes and what would be valid.
+//   OSError    — a file operation failed; becomes FileNotFoundError, PermissionError, ...
 //   NX_ASSERT  — a Nexus invariant broke; becomes NexusError "internal error, please report".
 // Library code never exits the process.
 #pragma once
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace nexus {
 
@@ -24,6 +26,20 @@ class TypeError : public std::invalid_argument {
 class IndexError : public std::out_of_range {
  public:
   using std::out_of_range::out_of_range;
+};
+
+// A system call failed on a file: becomes the OSError subclass for `error_number` in Python
+// (ENOENT: FileNotFoundError, EACCES: PermissionError, ...), with `path` as its filename.
+class OSError : public std::runtime_error {
+ public:
+  OSError(int error_number, const std::string& message, std::string path)
+      : std::runtime_error(message), error_number_(error_number), path_(std::move(path)) {}
+  int error_number() const { return error_number_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  int error_number_;
+  std::string path_;
 };
 
 class InternalError : public std::logic_error {
