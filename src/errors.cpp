@@ -1,8 +1,5 @@
-// C++ error types -> Python: ValueError, TypeError, IndexError, FileNotFoundError, and NexusError
-// for broken invariants ("internal error, please report").
-#include <cerrno>
-#include <cstring>
-
+// C++ error types -> Python: ValueError, TypeError, IndexError, OSError (its errno subclass), and
+// NexusError for broken invariants ("internal error, please report").
 #include "base/error.h"
 #include "bindings.h"
 
@@ -19,11 +16,12 @@ void bind_errors(py::module_& m) {
       PyErr_SetString(PyExc_TypeError, e.what());
     } catch (const IndexError& e) {
       PyErr_SetString(PyExc_IndexError, e.what());
-    } catch (const FileNotFoundError& e) {  // as open() raises it: errno, strerror, filename
-      py::tuple args = py::make_tuple(ENOENT, std::strerror(ENOENT), e.path());
-      PyErr_SetObject(PyExc_FileNotFoundError, args.ptr());
     } catch (const ValueError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const OSError& e) {
+      // OSError(errno, message, filename) is an instance of the subclass for errno.
+      py::object err = py::handle(PyExc_OSError)(e.error_number(), e.what(), e.path());
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
     } catch (const InternalError& e) {
       py::set_error(nexus_error, e.what());
     }

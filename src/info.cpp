@@ -1,4 +1,7 @@
+#include <pybind11/stl.h>
+
 #include "base/env.h"
+#include "base/fs.h"
 #include "base/thread_pool.h"
 #include "bindings.h"
 #include "nexus/config.h"
@@ -43,6 +46,15 @@ void bind_info(py::module_& m) {
     for (const Knob& k : knobs()) out.append(py::make_tuple(k.name, k.default_value, k.description));
     return out;
   });
+  m.def("knob_value", &knob_value, py::arg("name"));
+  m.def(
+      "write_atomic",
+      [](const std::string& path, const py::bytes& data, unsigned mode, bool durable) {
+        auto bytes = std::string_view(data);  // no copy; `data` outlives the call
+        py::gil_scoped_release release;
+        fs::write_atomic(path, bytes, mode, durable);
+      },
+      py::arg("path"), py::arg("data"), py::arg("mode") = 0666, py::arg("durable") = true);
   m.def("get_num_threads", &num_threads);
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
 }

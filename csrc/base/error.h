@@ -1,6 +1,7 @@
-// Two kinds of failure (STYLE habit 9):
+// Kinds of failure (STYLE habit 9):
 //   NX_CHECK*  — the caller passed something wrong; becomes ValueError / TypeError / IndexError in
 //                Python, with a message naming the op, the shapes and what would be valid.
+//   OSError    — a file operation failed; becomes FileNotFoundError, PermissionError, ...
 //   NX_ASSERT  — a Nexus invariant broke; becomes NexusError "internal error, please report".
 // Library code never exits the process.
 #pragma once
@@ -27,15 +28,17 @@ class IndexError : public std::out_of_range {
   using std::out_of_range::out_of_range;
 };
 
-// A file that does not exist: FileNotFoundError in Python, as open() raises it (errno ENOENT,
-// filename set). Thrown by nexus::data::open_file, the one place the readers open a path.
-class FileNotFoundError : public std::runtime_error {
+// A system call failed on a file: becomes the OSError subclass for `error_number` in Python
+// (ENOENT: FileNotFoundError, EACCES: PermissionError, ...), with `path` as its filename.
+class OSError : public std::runtime_error {
  public:
-  FileNotFoundError(std::string path, const std::string& what)
-      : std::runtime_error(what), path_(std::move(path)) {}
+  OSError(int error_number, const std::string& message, std::string path)
+      : std::runtime_error(message), error_number_(error_number), path_(std::move(path)) {}
+  int error_number() const { return error_number_; }
   const std::string& path() const { return path_; }
 
  private:
+  int error_number_;
   std::string path_;
 };
 

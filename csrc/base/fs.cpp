@@ -61,28 +61,51 @@ void rename_file(const std::string& from, const std::string& to) {
 
 void remove_file(const std::string& path) { ::unlink(path.c_str()); }
 
-void write_atomic(const std::string& path, const std::string& data) {
-  std::string tmp = temp_path_for(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) throw ValueError(str("cannot create '", tmp, "': ", os_error()));
+// The folder `path` would be created in ("." for a bare name).
+static std::string parent_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// An OSError about writing `path` for the errno just set; names the target, never the temp file.
+[[noreturn]] static void write_failed(const std::string& path, int err) {
+  const std::string dir = parent_of(path);
+  struct stat st;
+  if (err == ENOENT && ::stat(dir.c_str(), &st) != 0)
+    throw OSError(err, str("cannot write: the folder '", dir, "' does not exist (create it first)"), path);
+  if (err == ENOTDIR) throw OSError(err, str("cannot write: '", dir, "' is not a folder"), path);
+  throw OSError(err, str("cannot write: ", std::strerror(err)), path);
+}
+
+void write_atomic(const std::string& path, std::string_view data, unsigned mode, bool durable) {
+  const std::string tmp = temp_path_for(path);
+  // The umask applies to `mode` as it would for a plain open().
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) write_failed(path, errno);
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      std::string err = os_error();
+      int err = n < 0 ? errno : EIO;
       ::close(fd);
       remove_file(tmp);
-      throw ValueError(str("cannot write '", tmp, "': ", err));
+      write_failed(path, err);
     }
     done += size_t(n);
   }
-  ::close(fd);
-  try {
-    rename_file(tmp, path);
-  } catch (...) {
+  if (durable && ::fsync(fd) != 0) {
+    int err = errno;
+    ::close(fd);
     remove_file(tmp);
-    throw;
+    write_failed(path, err);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    remove_file(tmp);
+    write_failed(path, err);
   }
 }
 

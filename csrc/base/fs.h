@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace nexus::fs {
 
@@ -13,9 +14,12 @@ void make_private_dirs(const std::string& dir);
 bool exists(const std::string& path);
 // The whole file; throws ValueError when it cannot be read.
 std::string read_file(const std::string& path);
-// Writes `data` to a temp file next to `path` (mode 0600) and renames it over `path`, so a
-// reader sees the old file or the new one, never a partial write.
-void write_atomic(const std::string& path, const std::string& data);
+// Writes `data` to a temp file next to `path` and renames it over `path`, so a reader sees the
+// old file or the new one, never a partial write. The file gets `mode` less the umask (0600: private
+// cache files; 0666: what a plain open() gives); `durable` fsyncs it before the rename. The one
+// atomic write: the kernel cache and Python's checkpoints (nexus.checkpoint.write_atomic) use it.
+// Throws OSError naming `path` (never the temp file), e.g. ENOENT when its folder does not exist.
+void write_atomic(const std::string& path, std::string_view data, unsigned mode = 0600, bool durable = false);
 // A unique temp path next to `path` (same directory, so rename is atomic).
 std::string temp_path_for(const std::string& path);
 // rename(2) with an error naming both paths.

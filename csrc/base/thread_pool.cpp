@@ -33,14 +33,7 @@ namespace {
 thread_local bool tls_in_pool = false;
 
 int default_threads() {
-  std::string v = knob("NEXUS_NUM_THREADS");
-  if (!v.empty()) {
-    char* end = nullptr;
-    long n = std::strtol(v.c_str(), &end, 10);
-    NX_CHECK(end && *end == '\0' && n >= 1 && n <= 1024,
-             "NEXUS_NUM_THREADS must be an integer in [1, 1024], got '", v, "'");
-    return int(n);
-  }
+  if (std::optional<int64_t> n = knob_int("NEXUS_NUM_THREADS")) return int(*n);
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());

@@ -95,17 +95,28 @@ const Compiler& host_compiler() {
   return it->second;
 }
 
-std::string full_flags(const Compiler& c) {
-  // -ffp-contract=off: no a*b+c fused across instructions, so compiled kernels give the bits the
-  // interpreter and the eager ops give. -fno-math-errno lets sqrt vectorise.
-  return c.flags + " -std=c++20 -fPIC -shared -fno-math-errno -ffp-contract=off";
+// The words after the compiler's name. -ffp-contract=off: no a*b+c fused across instructions, so
+// compiled kernels give the bits the interpreter and the eager ops give (flags that would change
+// that are refused when the knob is read, base/env.cpp). -fno-math-errno lets sqrt vectorise.
+static std::vector<std::string> flag_words(const Compiler& c) {
+  std::vector<std::string> words = split_flags(c.flags);
+  for (const char* w : {"-std=c++20", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off"}) words.push_back(w);
+  return words;
 }
 
-bool jit_enabled() { return knob("NEXUS_JIT") != "0" && host_compiler().found; }
+std::string full_flags(const Compiler& c) {
+  std::string out;
+  for (const std::string& w : flag_words(c)) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+bool jit_enabled() { return knob_bool("NEXUS_JIT") && host_compiler().found; }
 
 void compile_shared(const Compiler& c, const std::string& src_path, const std::string& out_path) {
   NX_CHECK(c.found, "cannot compile a fused kernel: ", c.why_not, "; set CXX to a C++20 compiler or NEXUS_JIT=0");
-  std::string cmd = command_line(c) + " " + full_flags(c) + " " + shell_quote(src_path) + " -o " + shell_quote(out_path);
+  std::string cmd = command_line(c);  // each word quoted: the flags reach the compiler as written
+  for (const std::string& w : flag_words(c)) cmd += " " + shell_quote(w);
+  cmd += " " + shell_quote(src_path) + " -o " + shell_quote(out_path);
   auto [status, out] = run(cmd);
   NX_CHECK(status == 0, "compiling fused kernel ", src_path, " failed (exit ", status, "):\n", cmd, "\n",
            out.substr(0, 4000));

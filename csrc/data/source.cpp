@@ -19,7 +19,7 @@ int open_file(const std::string& path) {
   do fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   while (fd < 0 && errno == EINTR);
   if (fd < 0 && errno == ENOENT)
-    throw FileNotFoundError(path, str("no such file: '", path, "'"));
+    throw OSError(ENOENT, std::strerror(ENOENT), path);  // FileNotFoundError, as open() raises
   NX_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -11,7 +11,7 @@
 namespace nexus::data {
 
 // Opens `path` for reading (O_CLOEXEC): the one place the readers open a file. A missing file
-// throws FileNotFoundError; another failure (a directory, no permission) ValueError naming it.
+// throws OSError(ENOENT) (FileNotFoundError in Python); another failure (a directory, no permission) ValueError naming it.
 int open_file(const std::string& path);
 
 // 3 when [data, data + size) starts with the UTF-8 byte order mark EF BB BF, else 0: the text

@@ -82,8 +82,12 @@ Tensor var(const Tensor& x, const Axes& axes, bool keepdims, int64_t ddof) {
 }
 
 // max over axes, with +-inf replaced by 0 so that x - m stays finite; no gradient (a shift).
+// Over an empty axis there is no max and nothing to shift: 0, so that logsumexp gives log(0) =
+// -inf and softmax an empty result, as in numpy/scipy and PyTorch.
 static Tensor stable_shift(const Tensor& x, const Axes& axes) {
   autograd::NoGradGuard no_grad;
+  for (int64_t a : axes)
+    if (x.shape()[a] == 0) return Tensor::zeros(reduced_shape(x.shape(), axes, /*keepdims=*/true), x.dtype());
   Tensor m = amax(x.detach(), axes, /*keepdims=*/true);
   Tensor finite = binary(BinaryOp::Eq, sub(m, m), scalar_like(0, m));
   return where(finite, m, scalar_like(0, m));

@@ -28,12 +28,7 @@ size_t size_class(size_t n) {
 }
 
 size_t cache_limit() {
-  std::string v = knob("NEXUS_ALLOC_CACHE_MB");
-  char* end = nullptr;
-  long mb = std::strtol(v.c_str(), &end, 10);
-  NX_CHECK(!v.empty() && end && *end == '\0' && mb >= 0,
-           "NEXUS_ALLOC_CACHE_MB must be a non-negative integer (MiB), got '", v, "'");
-  return size_t(mb) << 20;
+  return size_t(knob_int("NEXUS_ALLOC_CACHE_MB").value_or(0)) << 20;
 }
 
 void* system_alloc(size_t capacity) {

@@ -7,45 +7,25 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from . import _C
+
 FORMAT = "nexus.checkpoint/1"
 
 
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux shows it (os.umask can only
-    be read by setting it, which races with other threads creating files)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_atomic(path: Path, data: bytes) -> None:
-    """Writes ``data`` to ``path`` through a temporary file and a rename (atomic on POSIX). The
-    file gets the permissions a plain open() would give it (0666 less the umask), not the
-    temporary file's private 0600."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Writes ``data`` to ``path`` through a temporary file, an fsync and a rename (atomic on
+    POSIX); the file gets the permissions a plain open() would give it (0666 less the umask).
+    The one atomic write (csrc/base/fs.cpp), shared with the kernel cache.
+
+    Raises:
+        FileNotFoundError: the folder of ``path`` does not exist (the error names ``path``).
+        OSError: any other failure to write, naming ``path``.
+    """
+    _C.write_atomic(os.fspath(path), bytes(data), 0o666, True)
 
 
 def save(model, path) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 import nexus
+from nexus import config
 
 # Keys whose value is a name when the feature is present and None/False/"" when it is not.
 _FEATURE_KEYS = ("mpi", "jit_compiler")
@@ -38,25 +38,18 @@ def _show(key, value, yes, no):
 
 
 def _knobs():
-    """[(name, default, description)] from nexus.config.KNOBS, or [] when it is not there."""
-    try:
-        from nexus import config
-    except ImportError:
-        return []
-    try:
-        return [(str(n), d, str(desc)) for n, d, desc in getattr(config, "KNOBS", ())]
-    except (TypeError, ValueError):  # not a list of 3-tuples: show nothing rather than crash
-        return []
+    """[(name, text, was it set, description)] for every knob; raises ValueError when one is bad."""
+    config.check()
+    return [(name, *config.text(name), desc) for name, _, desc in config.KNOBS]
 
 
 def _info(as_json):
+    knobs = _knobs()  # first: a bad knob is reported before anything reads it
     info = dict(nexus.info())
-    knobs = _knobs()
     if as_json:
         out = dict(info)
-        if knobs:
-            out.setdefault("knobs", [dict(name=n, default=d, description=desc,
-                                          value=os.environ.get(n)) for n, d, desc in knobs])
+        out["knobs"] = [{"name": n, "value": text if was_set else None, "default": None if was_set else text,
+                         "description": desc} for n, text, was_set, desc in knobs]
         print(json.dumps(out, indent=2, default=str))
         return 0
 
@@ -64,13 +57,11 @@ def _info(as_json):
     width = max(map(len, info), default=0)
     for key, value in info.items():
         print(f"{key.ljust(width)}  {_show(key, value, yes, no)}")
-    if knobs:
-        print("\nenvironment knobs (current value, or default):")
-        values = [f"{os.environ[n]} (set)" if n in os.environ
-                  else f"{'unset' if d in (None, '') else d} (default)" for n, d, _ in knobs]
-        width, vwidth = max(len(n) for n, _, _ in knobs), max(map(len, values))
-        for (name, _, desc), value in zip(knobs, values):
-            print(f"  {name.ljust(width)}  {value.ljust(vwidth)}  {desc}")
+    print("\nenvironment knobs (current value, or default):")
+    values = [f"{text} (set)" if was_set else f"{text or 'unset'} (default)" for _, text, was_set, _ in knobs]
+    width, vwidth = max(len(n) for n, *_ in knobs), max(map(len, values))
+    for (name, *_, desc), value in zip(knobs, values):
+        print(f"  {name.ljust(width)}  {value.ljust(vwidth)}  {desc}")
     return 0
 
 
@@ -92,6 +83,11 @@ def main(argv=None):
                                          "peaks, alpha-beta network): split, step time, speed-up")
     cost_model.add_plan_arguments(p_plan)
     args = parser.parse_args(argv)
+    try:
+        config.check()
+    except ValueError as e:  # a bad NEXUS_* knob: one line, like argparse's usage errors
+        print(f"nexus: error: {e}", file=sys.stderr)
+        return 2
     if args.command in (None, "info"):
         return _info(args.json)
     if args.command == "train":

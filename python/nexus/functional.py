@@ -88,10 +88,36 @@ def _dt(dtype, default=float32):
 # ---- creation ----------------------------------------------------------------------------------
 
 
+def _numpy_data(data, target):
+    """``data`` as a numpy array. Integers beyond int64 (which numpy keeps as objects, uint64 or
+    float64) become float64 where a float is wanted (a floating ``dtype``, or a float among
+    them, as in PyTorch), else an OverflowError."""
+    arr = np.array(data)
+    kind = arr.dtype.kind
+    suspect = (kind == "O" or kind == "u" and arr.size and int(arr.max()) >= 2**63
+               or kind == "f" and not isinstance(data, np.ndarray) and bool((np.abs(arr) >= 2**63).any()))
+    if not suspect:
+        return arr
+    items = np.array(data, dtype=object).ravel()  # the Python objects themselves
+    big = next((int(v) for v in items if isinstance(v, (int, np.integer)) and not -2**63 <= int(v) < 2**63), None)
+    if big is None:
+        if kind == "O":
+            raise TypeError(f"cannot build a tensor from {type(data).__name__}: ragged or non-numeric data")
+        return arr
+    if any(isinstance(v, (float, np.floating)) for v in items) or target is not None and target.is_floating_point:
+        return np.array(data, dtype=np.float64)
+    raise OverflowError(f"Overflow: the integer {big} is out of range of int64 [-2**63, 2**63 - 1]; "
+                        "pass dtype='float64' (or float32) for a floating-point tensor")
+
+
 def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays, tensors).
 
     Python floats become float32, ints int64, bools bool; a numpy array keeps its dtype.
+
+    Raises:
+        OverflowError: an integer is beyond int64 and no floating ``dtype`` was asked for.
+        TypeError: ragged or non-numeric data.
     """
     if isinstance(data, Tensor):
         out = _C.clone(data.detach())
@@ -99,13 +125,11 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
             out = _C.astype(out, _dt(dtype))
     else:
         keep = isinstance(data, (np.ndarray, np.generic))
-        arr = np.array(data)
-        if arr.dtype == object:
-            raise TypeError(f"cannot build a tensor from {type(data).__name__}: ragged or non-numeric data")
+        target = as_dtype(dtype) if dtype is not None else None
+        arr = _numpy_data(data, target)
         if not keep or arr.dtype.kind in "iub" and arr.dtype not in (np.int32, np.int64, np.bool_):
             kind = arr.dtype.kind
             arr = arr.astype({"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}.get(kind, arr.dtype))
-        target = as_dtype(dtype) if dtype is not None else None
         if target is bfloat16:
             out = _C.astype(_C.from_numpy(np.array(arr, dtype=np.float32, order="C")), bfloat16._code)
         else:

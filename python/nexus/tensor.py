@@ -84,7 +84,10 @@ def _is_int(i) -> bool:
 
 def _getitem(self, key):
     if isinstance(key, (list, np.ndarray, Tensor)):  # integer-array gather along axis 0
-        index = key if isinstance(key, Tensor) else F.tensor(np.asarray(key))
+        index = key if isinstance(key, Tensor) else np.asarray(key)
+        if isinstance(key, list) and index.size == 0:  # [] selects nothing, as in numpy
+            index = index.astype(np.int64)
+        index = F.tensor(index) if isinstance(index, np.ndarray) else index
         if index.dtype.name not in ("int32", "int64"):
             raise IndexError(f"only integer arrays are valid indices, got dtype {index.dtype}")
         return _C.index_select(self, index)

@@ -103,6 +103,26 @@ def test_tensor_copies_a_non_contiguous_numpy_array_in_logical_order():
     np.testing.assert_array_equal(t.numpy(), a)
 
 
+@pytest.mark.parametrize("data", [[2**70], [1, 2**63], [[-2**63 - 1]], np.array([2**63], np.uint64)],
+                         ids=["2**70", "2**63", "-2**63-1", "uint64"])
+def test_an_integer_beyond_int64_is_an_overflow_error_naming_it(data):
+    big = max(np.asarray(data, dtype=object).ravel(), key=abs)
+    with pytest.raises(OverflowError, match="out of range of int64") as info:
+        nx.tensor(data)
+    assert str(int(big)) in str(info.value)
+
+
+@pytest.mark.parametrize("data", [[2**70], [1.5, 2**70]], ids=str)
+def test_an_integer_beyond_int64_is_fine_where_a_float_is_wanted(data):
+    t = nx.tensor(data, dtype="float64")
+    np.testing.assert_array_equal(t.numpy(), np.array(data, dtype=np.float64))
+
+
+def test_int64_limits_are_kept_exactly():
+    limits = [-2**63, 2**63 - 1]
+    assert nx.tensor(limits).tolist() == limits
+
+
 def test_tensor_with_explicit_dtype_converts_the_data():
     t = nx.tensor([1, 2], dtype=nx.float32)
     assert t.dtype == nx.float32

@@ -179,6 +179,22 @@ def test_softmax_is_stable_for_large_logits(name):
     check(out, ref, "float32", TRANSCENDENTAL_TOL)
 
 
+@pytest.mark.parametrize("shape", [(3, 0), (0, 4), (0,)], ids=str)
+def test_softmax_family_over_an_empty_axis_follows_numpy_and_torch(shape):
+    """softmax/log_softmax of an empty axis are empty (as in PyTorch); logsumexp over it is
+    log(sum(exp([]))) = log(0) = -inf (as scipy and PyTorch give), never an error about max."""
+    x = np.zeros(shape, np.float32)
+    with np.errstate(divide="ignore"):
+        ref = np.log(np.sum(np.exp(x), axis=-1))
+    check(nx.logsumexp(nx.tensor(x), axis=-1), ref, "float32")
+    for name in ("softmax", "log_softmax"):
+        t = nx.tensor(x, requires_grad=True)
+        out = getattr(nx, name)(t, axis=-1)
+        assert out.shape == shape and out.dtype == nx.float32
+        nx.sum(out).backward()
+        assert t.grad.shape == shape
+
+
 # --------------------------------------------------------------------------- bad axes
 
 @pytest.mark.parametrize("axis", [3, -4, (0, 3), (-5, 1)], ids=str)

@@ -1,10 +1,13 @@
 """nexus.scheduler.visual: heat map text and PNG, our PNG encoder, live redraw, JSONL log."""
 
+import errno
 import io
 import json
 import math
 import os
 import struct
+import subprocess
+import sys
 import zlib
 
 import numpy as np
@@ -243,16 +246,19 @@ def test_write_png_rejects_bad_arrays(tmp_path, bad, match):
     assert not list(tmp_path.iterdir())
 
 
-def test_failed_write_keeps_the_old_file_and_no_temp(tmp_path, monkeypatch):
+def test_failed_write_keeps_the_old_file_and_no_temp(tmp_path):
+    """A write that fails half way (a file-size limit stands in for a full disk) leaves the old
+    file and no temporary file, and the error names the file."""
     path = tmp_path / "hm.png"
     path.write_bytes(b"old")
-
-    def fail(*args):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", fail)
-    with pytest.raises(OSError, match="disk full"):
-        write_png(path, np.zeros((2, 2, 3), np.uint8))
+    code = ("import resource, signal, numpy as np\n"
+            "from nexus.scheduler.visual import write_png\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))\n"
+            f"write_png({str(path)!r}, np.arange(64 * 64 * 3, dtype=np.uint8).reshape(64, 64, 3))\n")
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert f"OSError: [Errno {errno.EFBIG}]" in proc.stderr and str(path) in proc.stderr
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["hm.png"]
 

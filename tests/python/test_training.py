@@ -3,8 +3,11 @@ checkpoints (round trip, corruption, atomic writes) and the digits main job."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -135,21 +138,32 @@ def test_truncated_or_corrupt_checkpoint_raises_a_clear_error(tmp_path):
         nx.load(tmp_path / "missing.nexus")
 
 
-def test_a_failed_save_leaves_the_previous_file_intact(tmp_path, monkeypatch):
+def test_a_failed_save_leaves_the_previous_file_intact(tmp_path):
+    """A save that fails half way (a file-size limit stands in for a full disk) leaves the
+    previous checkpoint and no temporary file, and the error names the checkpoint."""
     path = tmp_path / "m.nexus"
-    model = mlp()
-    model.save(path)
+    mlp().save(path)
     before = path.read_bytes()
-    model.train_step(*batches(1)[0])
-
-    def crash(*args):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="disk full"):
-        model.save(path)
+    code = ("import resource, signal, numpy as np, nexus as nx\n"
+            f"model = nx.load({str(path)!r})\n"
+            "model.train_step(np.ones((16, 6)), np.zeros(16, np.int64))\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
+            f"model.save({str(path)!r})\n")
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert f"OSError: [Errno {errno.EFBIG}]" in proc.stderr and str(path) in proc.stderr
     assert path.read_bytes() == before
-    assert os.listdir(tmp_path) == ["m.nexus"]  # no temporary file left behind
+    assert [f for f in os.listdir(tmp_path) if f.startswith("m.")] == ["m.nexus"]  # no temp file left
+
+
+def test_saving_into_a_missing_folder_names_the_checkpoint_and_the_folder(tmp_path):
+    target = tmp_path / "runs" / "m.nexus"
+    with pytest.raises(FileNotFoundError, match="does not exist") as info:
+        mlp().save(target)
+    assert info.value.filename == str(target)
+    assert str(target.parent) in str(info.value) and ".tmp" not in str(info.value)
+    assert not tmp_path.joinpath("runs").exists()
 
 
 def test_readme_main_job_reaches_97_percent_on_digits():

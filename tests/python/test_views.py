@@ -191,6 +191,14 @@ def test_integer_array_gather_matches_numpy(a, make_index):
     np.testing.assert_array_equal(values(g), ref)
 
 
+@pytest.mark.parametrize("index", [[], [[]]], ids=str)
+def test_an_empty_list_index_selects_nothing_as_in_numpy(a, index):
+    g = nx.tensor(a)[index]
+    ref = a[index]
+    assert g.shape == ref.shape and g.dtype == nx.float32
+    assert g.size == 0
+
+
 def test_gather_from_a_transposed_tensor_matches_numpy(a):
     g = nx.tensor(a).T[[3, 0, 3]]
     np.testing.assert_array_equal(values(g), a.T[[3, 0, 3]])
