@@ -18,6 +18,8 @@ void bind_errors(py::module_& m) {
       PyErr_SetString(PyExc_IndexError, e.what());
     } catch (const ValueError& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const ZeroDivisionError& e) {
+      PyErr_SetString(PyExc_ZeroDivisionError, e.what());
     } catch (const InternalError& e) {
       py::set_error(nexus_error, e.what());
     }

@@ -26,6 +26,12 @@ class IndexError : public std::out_of_range {
   using std::out_of_range::out_of_range;
 };
 
+// Integer division or remainder by zero (Python's ZeroDivisionError).
+class ZeroDivisionError : public std::domain_error {
+ public:
+  using std::domain_error::domain_error;
+};
+
 class InternalError : public std::logic_error {
  public:
   using std::logic_error::logic_error;

@@ -117,8 +117,8 @@ class GraphBuilder:
         return self._apply(self._entry("flatten", name))
 
     def dropout(self, p: float, name: str | None = None) -> "GraphBuilder":
-        if not 0 <= p < 1:
-            raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
         return self._apply(self._entry("dropout", name, p=float(p)))
 
     def batch_norm(self, momentum: float = 0.1, eps: float = 1e-5, name: str | None = None) -> "GraphBuilder":

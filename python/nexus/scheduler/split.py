@@ -50,7 +50,7 @@ def split_batch(rates: Sequence[float], batch: int, caps: Sequence[int | None] |
                          "batch or more ranks")
     floor_ = [min(1, limit[r]) if batch >= n else 0 for r in range(n)]
     ideal = _water_fill(rates, batch, floor_, limit)
-    shares = [int(math.floor(v)) for v in ideal]
+    shares = [math.floor(v) for v in ideal]
     # Largest remainder first (ties: the faster rank), never past a cap.
     order = sorted(range(n), key=lambda r: (-(ideal[r] - shares[r]), -rates[r], r))
     short = batch - sum(shares)
