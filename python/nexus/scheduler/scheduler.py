@@ -156,7 +156,7 @@ class Scheduler:
         per_sample = self._bytes_per_sample(batch)
         caps = [max(1, int(p["memory_free"] * MEMORY_FRACTION // per_sample)) for p in profiles]
         probe = min(max(1, equal_split(n, batch)[rank]), len(x))
-        rates = _world.all_gather(np.array([self._probe_rate(x[:probe], y[:probe])]))
+        rates = _world.all_gather(np.array(self._probe_rate(x[:probe], y[:probe])))
         rates = [float(r) for r in rates]
         trained_batch = min(int(batch), sum(caps))
         lr_scale = _lr_scale(lr_scaling, trained_batch, reference_batch or int(batch))
