@@ -20,9 +20,9 @@ best split gives it half of every batch (2 : 1 : 1, 1.33x the equal split's samp
    samples/s is the Report's: every global sample over the seconds spent in train steps
    (data, forward, backward, gradient all-reduce, optimizer), first epoch included -- the
    adaptive run's rebalancing happens in it; profiling, the probe, the warm-up step at the
-   planned shares and evaluation are excluded. ideal is the sum of the ranks' rates at the end
-   (samples over busy seconds, smoothed, measured in every mode); efficiency = samples/s /
-   ideal.
+   planned shares and evaluation are excluded. ideal is the sum of the ranks' rates over the
+   same train steps (each rank's samples over its busy seconds, measured in every mode);
+   efficiency = samples/s / ideal, at most 1 (scheduler.balance.RunMeter).
 2. Digits (nx.data.load("digits")): MLP 64-256-10, Adam 1e-3, batch 128, balance="static",
    compression None, "int8", "auto" as configured (this machine's links are fast: auto leaves
    compression off) and "auto" with the threshold set to 1e9 GB/s (every link counts as slow:
@@ -55,7 +55,7 @@ SPEEDUP_BAR, EFFICIENCY_BAR, ACCURACY_BAR = 1.25, 0.90, 1.0
 FEATURES, CLASSES = 256, 10
 LEGEND = """\
 samples/s: all samples / seconds in train steps, first epoch (and the adaptive run's
-rebalancing) included. ideal: the sum of the ranks' final estimated rates. epochs 2+: epoch
+rebalancing) included. ideal: the sum of the ranks' rates over those steps. epochs 2+: epoch
 wall clock after the first epoch. busy: the busiest rank's busy seconds (all but the wait for
 the others: update, data, forward and backward, a shared core's other rank) over the steps'
 seconds (the rest: the reductions). new-shares step, extra ms: the busiest rank's extra busy

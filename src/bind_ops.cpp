@@ -25,7 +25,8 @@ void bind_ops(py::module_& m) {
       .value("div", ops::BinaryOp::Div).value("pow", ops::BinaryOp::Pow)
       .value("maximum", ops::BinaryOp::Maximum).value("minimum", ops::BinaryOp::Minimum)
       .value("eq", ops::BinaryOp::Eq).value("ne", ops::BinaryOp::Ne).value("lt", ops::BinaryOp::Lt)
-      .value("le", ops::BinaryOp::Le).value("gt", ops::BinaryOp::Gt).value("ge", ops::BinaryOp::Ge);
+      .value("le", ops::BinaryOp::Le).value("gt", ops::BinaryOp::Gt).value("ge", ops::BinaryOp::Ge)
+      .value("floor_divide", ops::BinaryOp::FloorDiv).value("remainder", ops::BinaryOp::Remainder);
 
   auto nogil = py::call_guard<py::gil_scoped_release>();
   // creation
@@ -47,6 +48,7 @@ void bind_ops(py::module_& m) {
   m.def("select", &ops::select, nogil);
   m.def("unsqueeze", &ops::unsqueeze, nogil);
   m.def("index_select", &ops::index_select, nogil);
+  m.def("index_copy_", &ops::index_copy_, nogil);
   m.def("concat", &ops::concat, nogil);
   m.def("stack", &ops::stack, nogil);
   // elementwise

@@ -22,6 +22,8 @@ void bind_errors(py::module_& m) {
       // OSError(errno, message, filename) is an instance of the subclass for errno.
       py::object err = py::handle(PyExc_OSError)(e.error_number(), e.what(), e.path());
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
+    } catch (const ZeroDivisionError& e) {
+      PyErr_SetString(PyExc_ZeroDivisionError, e.what());
     } catch (const InternalError& e) {
       py::set_error(nexus_error, e.what());
     }

@@ -42,6 +42,12 @@ class OSError : public std::runtime_error {
   std::string path_;
 };
 
+// Integer division or remainder by zero (Python's ZeroDivisionError).
+class ZeroDivisionError : public std::domain_error {
+ public:
+  using std::domain_error::domain_error;
+};
+
 class InternalError : public std::logic_error {
  public:
   using std::logic_error::logic_error;

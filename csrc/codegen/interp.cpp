@@ -101,6 +101,13 @@ void binary(ops::BinaryOp op, void* out, const T* a, const T* b, int64_t m) {
     case B::Le: return map2(ob, a, b, m, [](T x, T y) { return le(x, y); });
     case B::Gt: return map2(ob, a, b, m, [](T x, T y) { return gt(x, y); });
     case B::Ge: return map2(ob, a, b, m, [](T x, T y) { return ge(x, y); });
+    case B::FloorDiv: case B::Remainder:
+      if constexpr (!std::is_same_v<T, bool>) {
+        if (op == B::FloorDiv) return map2(o, a, b, m, [](T x, T y) { return floor_divide(x, y); });
+        return map2(o, a, b, m, [](T x, T y) { return remainder_(x, y); });
+      }
+      NX_ASSERT(false, ops::op_name(op), " on a bool register reached the interpreter");
+      return;
     case B::ReluGrad: case B::TanhGrad: case B::SigmoidGrad:
       if constexpr (std::is_floating_point_v<T>) {
         if (op == B::ReluGrad) return map2(o, a, b, m, [](T x, T y) { return relu_grad(x, y); });

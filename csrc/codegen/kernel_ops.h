@@ -11,6 +11,14 @@
 namespace nexus {
 namespace kern {
 
+// Defined by each prelude (libm on the host, CUDA's math library on the device).
+NX_KERN_FN float fmod_(float x, float y);
+NX_KERN_FN double fmod_(double x, double y);
+NX_KERN_FN float floor_(float v);
+NX_KERN_FN double floor_(double v);
+NX_KERN_FN float copysign_(float x, float y);
+NX_KERN_FN double copysign_(double x, double y);
+
 // ---- unary (relu keeps NaN; integers never are) ----------------------------------------------
 template <class T> NX_KERN_FN T neg(T v) { return T(-v); }
 template <class T> NX_KERN_FN T relu(T v) { return v > T(0) ? v : (v != v ? v : T(0)); }
@@ -32,6 +40,48 @@ template <class T> NX_KERN_FN bool le(T x, T y) { return x <= y; }
 template <class T> NX_KERN_FN bool gt(T x, T y) { return x > y; }
 template <class T> NX_KERN_FN bool ge(T x, T y) { return x >= y; }
 template <class T> NX_KERN_FN T where(bool c, T x, T y) { return c ? x : y; }
+
+// ---- floor division and remainder: Python's // and %, as numpy.floor_divide/remainder and
+// torch. The quotient rounds toward -inf; the remainder is x - q*y and takes the divisor's sign.
+// Integers: x // 0 and x % 0 give 0 here (the eager front end raises ZeroDivisionError before);
+// INT_MIN // -1 wraps to INT_MIN, as numpy. Floats: x // 0 is x / 0 (inf or nan), x % 0 is nan.
+NX_KERN_FN int32_t neg_wrap(int32_t x) { return (int32_t)(0u - (uint32_t)x); }
+NX_KERN_FN int64_t neg_wrap(int64_t x) { return (int64_t)(0ull - (unsigned long long)x); }
+template <class T> NX_KERN_FN T floor_divide_int(T x, T y) {
+  if (y == T(0)) return T(0);
+  if (y == T(-1)) return neg_wrap(x);
+  const T q = T(x / y);
+  return (T(x % y) != T(0) && ((x < T(0)) != (y < T(0)))) ? T(q - T(1)) : q;
+}
+template <class T> NX_KERN_FN T remainder_int(T x, T y) {
+  if (y == T(0) || y == T(-1)) return T(0);
+  const T r = T(x % y);
+  return (r != T(0) && ((r < T(0)) != (y < T(0)))) ? T(r + y) : r;
+}
+// The quotient from fmod, rounded to the nearest integer below (CPython's float_floor_div).
+template <class F> NX_KERN_FN F floor_divide_float(F x, F y) {
+  if (y == F(0)) return x / y;
+  const F mod = fmod_(x, y);
+  F div = (x - mod) / y;
+  if (mod != F(0) && ((y < F(0)) != (mod < F(0)))) div -= F(1);
+  if (div == F(0)) return copysign_(F(0), x / y);
+  const F down = floor_(div);
+  return div - down > F(0.5) ? down + F(1) : down;
+}
+template <class F> NX_KERN_FN F remainder_float(F x, F y) {
+  F mod = fmod_(x, y);
+  if (mod == F(0)) return copysign_(F(0), y);
+  if ((y < F(0)) != (mod < F(0))) mod += y;
+  return mod;
+}
+NX_KERN_FN int32_t floor_divide(int32_t x, int32_t y) { return floor_divide_int(x, y); }
+NX_KERN_FN int64_t floor_divide(int64_t x, int64_t y) { return floor_divide_int(x, y); }
+NX_KERN_FN float floor_divide(float x, float y) { return floor_divide_float(x, y); }
+NX_KERN_FN double floor_divide(double x, double y) { return floor_divide_float(x, y); }
+NX_KERN_FN int32_t remainder_(int32_t x, int32_t y) { return remainder_int(x, y); }
+NX_KERN_FN int64_t remainder_(int64_t x, int64_t y) { return remainder_int(x, y); }
+NX_KERN_FN float remainder_(float x, float y) { return remainder_float(x, y); }
+NX_KERN_FN double remainder_(double x, double y) { return remainder_float(x, y); }
 // backward-only (floating T): a gradient g and the forward op's output y
 template <class T> NX_KERN_FN T relu_grad(T g, T y) { return y <= T(0) ? T(0) : g; }
 template <class T> NX_KERN_FN T tanh_grad(T g, T y) { return g * (T(1) - y * y); }

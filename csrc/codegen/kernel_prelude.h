@@ -63,6 +63,12 @@ inline float cos_(float v) { return nexus::ops::vec::cos(v); }
 inline double cos_(double v) { return std::cos(v); }
 
 // ---- binary: the rest are in kernel_ops.h ---------------------------------------------------
+inline float fmod_(float x, float y) { return std::fmod(x, y); }
+inline double fmod_(double x, double y) { return std::fmod(x, y); }
+inline float floor_(float v) { return std::floor(v); }
+inline double floor_(double v) { return std::floor(v); }
+inline float copysign_(float x, float y) { return std::copysign(x, y); }
+inline double copysign_(double x, double y) { return std::copysign(x, y); }
 template <class T> inline T pow_(T x, T y) {
   if constexpr (std::is_same_v<T, bool>) return x || !y;
   else if constexpr (std::is_integral_v<T>) return cvt<T>(std::pow(double(x), double(y)));

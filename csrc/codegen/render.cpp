@@ -29,8 +29,9 @@ constexpr BinaryRow kBinary[] = {
     {ops::BinaryOp::Div, "div"}, {ops::BinaryOp::Pow, "pow_"}, {ops::BinaryOp::Maximum, "maximum"},
     {ops::BinaryOp::Minimum, "minimum"}, {ops::BinaryOp::Eq, "eq"}, {ops::BinaryOp::Ne, "ne"},
     {ops::BinaryOp::Lt, "lt"}, {ops::BinaryOp::Le, "le"}, {ops::BinaryOp::Gt, "gt"},
-    {ops::BinaryOp::Ge, "ge"}, {ops::BinaryOp::ReluGrad, "relu_grad"}, {ops::BinaryOp::TanhGrad, "tanh_grad"},
-    {ops::BinaryOp::SigmoidGrad, "sigmoid_grad"},
+    {ops::BinaryOp::Ge, "ge"}, {ops::BinaryOp::FloorDiv, "floor_divide"},
+    {ops::BinaryOp::Remainder, "remainder_"}, {ops::BinaryOp::ReluGrad, "relu_grad"},
+    {ops::BinaryOp::TanhGrad, "tanh_grad"}, {ops::BinaryOp::SigmoidGrad, "sigmoid_grad"},
 };
 
 const char* unary_fn(ops::UnaryOp op) {
@@ -101,6 +102,12 @@ template <class T> NX_KERN_FN T gelu_grad(T x) {
   T s = sigmoid(u);
   return s + x * du * s * ((T)1 - s);
 }
+NX_KERN_FN float fmod_(float x, float y) { return fmodf(x, y); }
+NX_KERN_FN double fmod_(double x, double y) { return fmod(x, y); }
+NX_KERN_FN float floor_(float v) { return floorf(v); }
+NX_KERN_FN double floor_(double v) { return floor(v); }
+NX_KERN_FN float copysign_(float x, float y) { return copysignf(x, y); }
+NX_KERN_FN double copysign_(double x, double y) { return copysign(x, y); }
 NX_KERN_FN float pow_(float x, float y) { return powf(x, y); }
 NX_KERN_FN double pow_(double x, double y) { return pow(x, y); }
 template <class T> NX_KERN_FN T pow_(T x, T y) { return (T)pow((double)x, (double)y); }

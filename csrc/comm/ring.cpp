@@ -14,10 +14,24 @@ namespace nexus::comm {
 ReduceOp parse_reduce_op(std::string_view op) {
   if (op == "sum") return ReduceOp::Sum;
   if (op == "mean") return ReduceOp::Mean;
-  throw ValueError(str("all_reduce: unknown op \"", op, "\"; valid ops: \"sum\", \"mean\""));
+  if (op == "max") return ReduceOp::Max;
+  if (op == "min") return ReduceOp::Min;
+  throw ValueError(str("all_reduce: unknown op \"", op,
+                       "\"; valid ops: \"sum\", \"mean\", \"max\", \"min\""));
 }
 
 namespace {
+
+bool is_extremum(ReduceOp op) { return op == ReduceOp::Max || op == ReduceOp::Min; }
+
+// acc[i] = max(acc[i], in[i]) (or min); a NaN on either side wins, as numpy.maximum.
+template <class T>
+void keep_extremum(ReduceOp op, T* acc, const T* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const T v = in[i];
+    if (v != v || (op == ReduceOp::Max ? v > acc[i] : v < acc[i])) acc[i] = v;
+  }
+}
 
 // How segments become bytes. float32 goes through the Codec (and the Residual when lossy);
 // float64 travels raw.
@@ -28,7 +42,8 @@ template <>
 struct Wire<float> {
   const Codec& codec;
   Residual* residual;
-  std::vector<float> scratch;
+  ReduceOp op;
+  std::vector<float> scratch, incoming;
 
   bool lossless() const { return codec.lossless(); }
   // The wire format is the buffer itself: send from it and gather into it without copies.
@@ -39,13 +54,21 @@ struct Wire<float> {
       return residual->encode(codec, off, data + off, n, out, scratch);
     return codec.encode(data + off, n, out);
   }
+  // add: combine with what data holds (by op: a sum, or the larger/smaller value).
   void decode(const std::byte* in, size_t bytes, float* data, size_t off, size_t n, bool add) {
+    if (add && is_extremum(op)) {
+      incoming.resize(n);
+      codec.decode(in, bytes, incoming.data(), n, false);
+      keep_extremum(op, data + off, incoming.data(), n);
+      return;
+    }
     codec.decode(in, bytes, data + off, n, add);
   }
 };
 
 template <>
 struct Wire<double> {
+  ReduceOp op;
   bool lossless() const { return true; }
   bool direct() const { return true; }
   size_t max_bytes(size_t n) const { return n * sizeof(double); }
@@ -61,7 +84,8 @@ struct Wire<double> {
     for (size_t i = 0; i < n; ++i) {
       double v;
       std::memcpy(&v, in + i * sizeof(double), sizeof(double));
-      data[off + i] += v;
+      if (is_extremum(op)) keep_extremum(op, data + off + i, &v, 1);
+      else data[off + i] += v;
     }
   }
 };
@@ -325,19 +349,22 @@ AllReduceStats sparse_allreduce(Transport& t, float* data, size_t n, const AllRe
 
 AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllReduceOptions& o) {
   const auto codec = o.codec ? o.codec : make_none_codec();
+  NX_CHECK(!is_extremum(o.op) || codec->lossless(), "all_reduce: op \"",
+           o.op == ReduceOp::Max ? "max" : "min", "\" takes codec \"none\", got \"", codec->spec(),
+           "\": a lossy codec would change which value wins");
   NX_CHECK(!o.residual || o.residual->size() == n, "all_reduce: the Residual has ",
            o.residual ? o.residual->size() : 0, " elements but the buffer has ", n,
            "; keep one Residual per parameter buffer");
   NX_CHECK(o.segment_bytes > 0, "all_reduce: segment_bytes must be > 0");
   if (codec->topk_ratio() > 0) return sparse_allreduce(t, data, n, o, codec->topk_ratio());
-  Wire<float> wire{*codec, o.residual, {}};
+  Wire<float> wire{*codec, o.residual, o.op, {}, {}};
   return run(t, data, n, o, wire);
 }
 
 AllReduceStats ring_allreduce(Transport& t, double* data, size_t n, const AllReduceOptions& o) {
   NX_CHECK(!o.codec || o.codec->lossless(), "all_reduce: codec \"", o.codec->spec(),
            "\" compresses float32 buffers; a float64 buffer takes codec \"none\"");
-  Wire<double> wire;
+  Wire<double> wire{o.op};
   return run(t, data, n, o, wire);
 }
 

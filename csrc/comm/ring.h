@@ -48,8 +48,10 @@ inline constexpr Timeout kDefaultTimeout = std::chrono::seconds(300);
 inline constexpr int kTagReduceScatter = 0x4e01;
 inline constexpr int kTagAllGather = 0x4e02;
 
-enum class ReduceOp { Sum, Mean };
-ReduceOp parse_reduce_op(std::string_view op);  // "sum" | "mean", else ValueError
+// Max and Min are elementwise over the ranks (a NaN on any rank wins, as numpy.maximum); they
+// take a lossless codec only (a lossy one would change which value wins).
+enum class ReduceOp { Sum, Mean, Max, Min };
+ReduceOp parse_reduce_op(std::string_view op);  // "sum" | "mean" | "max" | "min", else ValueError
 
 struct AllReduceOptions {
   ReduceOp op = ReduceOp::Sum;

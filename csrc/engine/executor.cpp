@@ -87,7 +87,13 @@ void infer_shapes(graph::Graph& g) {
     for (int id : n.inputs) in.push_back(env[size_t(id)]);
     try {
       const bool typed = n.kind == OpKind::Const || n.kind == OpKind::Cast;
-      env[size_t(out)] = typed ? run_typed_node(n, in, v.dtype) : run_forward_node(n, in, /*training=*/false);
+      if (n.kind == OpKind::Binary) {  // metadata only: a placeholder 0 must not divide integers
+        const ops::BinaryOp op = n.attrs.binary;
+        env[size_t(out)] = Tensor::zeros(ops::binary_shape(op, in[0], in[1]),
+                                         ops::binary_result_dtype(op, in[0].dtype(), in[1].dtype()));
+      } else {
+        env[size_t(out)] = typed ? run_typed_node(n, in, v.dtype) : run_forward_node(n, in, /*training=*/false);
+      }
     } catch (const std::invalid_argument&) {
       rethrow_naming(n);
     } catch (const std::out_of_range&) {

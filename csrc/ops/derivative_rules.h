@@ -68,6 +68,13 @@ std::array<V, 2> binary_rule(A& k, BinaryOp op, const V& a, const V& b, const V&
         ga = k.binary(B::Mul, g, k.binary(B::Mul, b, k.binary(B::Pow, a, k.binary(B::Sub, b, k.scalar(1, b)))));
       if (need[1]) gb = k.binary(B::Mul, g, k.binary(B::Mul, out, k.unary(UnaryOp::Log, a)));
       break;
+    case B::FloorDiv:  // piecewise constant: zero wherever it is differentiable (as torch)
+      if (need[0]) ga = k.binary(B::Mul, g, k.scalar(0, g));
+      if (need[1]) gb = k.binary(B::Mul, g, k.scalar(0, g));
+      break;
+    case B::Remainder:  // a - floor_divide(a, b) * b: d/da = 1, d/db = -floor_divide(a, b)
+      if (need[1]) gb = k.unary(UnaryOp::Neg, k.binary(B::Mul, g, k.binary(B::FloorDiv, a, b)));
+      break;
     case B::Maximum: case B::Minimum: {
       const B cmp = op == B::Maximum ? B::Gt : B::Lt;
       if (need[0]) ga = extremum_share(k, cmp, a, b, g);

@@ -40,7 +40,7 @@ Saves saves(UnaryOp op) {
 
 Saves saves(BinaryOp op) {
   switch (op) {
-    case BinaryOp::Add: case BinaryOp::Sub: return {false, false, false};
+    case BinaryOp::Add: case BinaryOp::Sub: case BinaryOp::FloorDiv: return {false, false, false};
     case BinaryOp::Div: return {false, true, true};
     case BinaryOp::Pow: return {true, true, true};
     default: return {true, true, false};

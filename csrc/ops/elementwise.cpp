@@ -16,7 +16,7 @@ std::string_view op_name(UnaryOp op) {
 
 std::string_view op_name(BinaryOp op) {
   static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                               "eq", "ne", "lt", "le", "gt", "ge",
+                                               "eq", "ne", "lt", "le", "gt", "ge", "floor_divide", "remainder",
                                                "relu_grad", "tanh_grad", "sigmoid_grad"};
   return names[int(op)];
 }
@@ -72,13 +72,46 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   return autograd::record(op_name(op).data(), out, {x}, grad::unary(op, x, out.detach()));
 }
 
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+// True when some element of b (an integer or bool tensor) satisfies pred.
+template <class Pred>
+static bool any_of(const Tensor& b, Pred pred) {
+  Tensor v = contiguous(cast(b.detach(), DType::Int64));
+  const int64_t* p = v.data<int64_t>();
+  for (int64_t i = 0; i < v.numel(); ++i)
+    if (pred(p[i])) return true;
+  return false;
+}
+
+// What integer operands may not hold, checked before the kernel runs (as numpy and torch do):
+// a negative exponent has no integer result, and integer // and % by zero have none either.
+static void check_integer_operands(BinaryOp op, DType dt, const Tensor& b) {
+  if (is_floating(dt)) return;
+  if (op == BinaryOp::Pow)
+    NX_CHECK(!any_of(b, [](int64_t v) { return v < 0; }),
+             "pow: integers to negative integer powers are not allowed (as in numpy and torch); "
+             "make the base floating point first, e.g. x.astype(nx.float32) ** -1");
+  if (op == BinaryOp::FloorDiv || op == BinaryOp::Remainder)
+    if (any_of(b, [](int64_t v) { return v == 0; }))
+      throw ZeroDivisionError(str(op_name(op), ": integer division by zero (as Python's ",
+                                  op == BinaryOp::FloorDiv ? "//" : "%", " and torch raise); "
+                                  "floating-point operands give inf or nan instead"));
+}
+
+Shape binary_shape(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op).data();
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   NX_CHECK_TYPE(promote_types(a.dtype(), b.dtype()) != DType::Bool ||
-                    !(op == BinaryOp::Sub || op == BinaryOp::Div || op == BinaryOp::Pow),
+                    !(op == BinaryOp::Sub || op == BinaryOp::Div || op == BinaryOp::Pow ||
+                      op == BinaryOp::FloorDiv || op == BinaryOp::Remainder),
                 name, ": not supported for bool tensors; convert with astype first");
+  return shape;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = op_name(op).data();
+  Shape shape = binary_shape(op, a, b);
   DType dt = binary_common_dtype(op, a.dtype(), b.dtype());
+  check_integer_operands(op, dt, b);
   DType cdt = compute_dtype(dt);
   Tensor ac = cpu::broadcast_view(cast(a, cdt), shape);
   Tensor bc = cpu::broadcast_view(cast(b, cdt), shape);
@@ -111,8 +144,12 @@ Tensor contiguous(const Tensor& x, bool force_copy) {
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
-  broadcast_shapes(dst.shape(), src.shape(), "copy");
-  cpu::cast_kernel(dst, cpu::broadcast_view(src, dst.shape()));
+  NX_CHECK(broadcast_shapes(dst.shape(), src.shape(), "copy") == dst.shape(),
+           "could not broadcast a value of shape ", shape_str(src.shape()), " into shape ",
+           shape_str(dst.shape()), " (as numpy: the value's shape must broadcast to the target's)");
+  // A source sharing the destination's storage may overlap it: read it from a copy, as numpy.
+  const Tensor s = src.storage() == dst.storage() ? contiguous(src.detach(), true) : src;
+  cpu::cast_kernel(dst, cpu::broadcast_view(s, dst.shape()));
 }
 
 }  // namespace nexus::ops

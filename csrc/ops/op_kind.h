@@ -15,6 +15,8 @@ enum class UnaryOp : uint8_t {
 enum class BinaryOp : uint8_t {
   Add, Sub, Mul, Div, Pow, Maximum, Minimum,
   Eq, Ne, Lt, Le, Gt, Ge,
+  FloorDiv,   // Python's //: the quotient rounded toward -inf (numpy.floor_divide)
+  Remainder,  // Python's %: a - floor_divide(a, b) * b, with the divisor's sign (numpy.remainder)
   // used by backward rules (one pass instead of a mask, a cast and a multiply)
   ReluGrad,     // (g, out): out <= 0 ? 0 : g  (out = relu(x) > 0 exactly where x > 0)
   TanhGrad,     // (g, out): g * (1 - out^2)

@@ -32,6 +32,9 @@ Tensor select(const Tensor& x, int64_t axis, int64_t index);
 Tensor unsqueeze(const Tensor& x, int64_t axis);
 Tensor index_select(const Tensor& x, const Tensor& index);  // gather along axis 0
 Tensor index_add(const Tensor& base, const Tensor& index, const Tensor& src);  // no grad
+// dst[index[i]] = src[i] along axis 0, in place (src broadcasts to dst[index]'s shape; a repeated
+// index keeps the last write); records nothing
+void index_copy_(const Tensor& dst, const Tensor& index, const Tensor& src);
 Tensor sum_to(const Tensor& x, const Shape& shape);  // reverse of broadcasting
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis);
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
@@ -42,6 +45,8 @@ Tensor unary(UnaryOp op, const Tensor& x);
 DType unary_result_dtype(UnaryOp op, DType x);  // transcendentals of integers give float32
 DType binary_common_dtype(BinaryOp op, DType a, DType b);  // both operands convert to it
 DType binary_result_dtype(BinaryOp op, DType a, DType b);  // bool for comparisons
+// binary(op, a, b)'s shape, after the checks binary makes on shapes and dtypes (not on values)
+Shape binary_shape(BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 inline Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Add, a, b); }

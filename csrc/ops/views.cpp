@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/loops.h"
 #include "ops/derivatives.h"
 #include "ops/internal.h"
 
@@ -192,6 +193,22 @@ Tensor index_add(const Tensor& base, const Tensor& index, const Tensor& src) {
       for (int64_t j = 0; j < row; ++j) o[p[i] * row + j] += v[i * row + j];
   });
   return cast(out, base.dtype());
+}
+
+void index_copy_(const Tensor& dst, const Tensor& index, const Tensor& src) {
+  NX_CHECK_INDEX(dst.ndim() >= 1, "index assignment: cannot index a 0-d tensor with an array");
+  Tensor idx = checked_index(index, dst.shape()[0], "index assignment");
+  Shape target = idx.shape();  // the shape of dst[index]
+  target.insert(target.end(), dst.shape().begin() + 1, dst.shape().end());
+  NX_CHECK(broadcast_shapes(target, src.shape(), "index assignment") == target,
+           "could not broadcast a value of shape ", shape_str(src.shape()), " into shape ",
+           shape_str(target), " (the indexed rows)");
+  Shape rows = {idx.numel()};
+  rows.insert(rows.end(), dst.shape().begin() + 1, dst.shape().end());
+  // A private copy of the rows: src may share (and overlap) dst's storage.
+  Tensor s = reshape(contiguous(cpu::broadcast_view(src.detach(), target), /*force_copy=*/true), rows);
+  const int64_t* p = idx.data<int64_t>();
+  for (int64_t i = 0; i < idx.numel(); ++i) copy_(select(dst, 0, p[i]), select(s, 0, i));
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {

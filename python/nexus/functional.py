@@ -95,7 +95,7 @@ def _numpy_data(data, target):
     arr = np.array(data)
     kind = arr.dtype.kind
     suspect = (kind == "O" or kind == "u" and arr.size and int(arr.max()) >= 2**63
-               or kind == "f" and not isinstance(data, np.ndarray) and bool((np.abs(arr) >= 2**63).any()))
+               or kind == "f" and not isinstance(data, (np.ndarray, np.generic)) and bool((np.abs(arr) >= 2**63).any()))
     if not suspect:
         return arr
     items = np.array(data, dtype=object).ravel()  # the Python objects themselves
@@ -110,26 +110,54 @@ def _numpy_data(data, target):
                         "pass dtype='float64' (or float32) for a floating-point tensor")
 
 
+_NUMPY_KEPT = ("float16", "float32", "float64", "int32", "int64", "bool")
+
+
+def _numpy_source(data, dtype) -> np.ndarray:
+    """``data`` as a numpy array in a dtype nexus has (before any ``dtype=`` conversion)."""
+    from_numpy_input = isinstance(data, (np.ndarray, np.generic))
+    arr = _numpy_data(data, None if dtype is None else as_dtype(dtype))
+    kind = arr.dtype.kind
+    if kind not in "biuf":
+        raise TypeError(f"cannot build a tensor from numpy dtype {arr.dtype}: nexus has no "
+                        f"{arr.dtype} dtype; supported: {', '.join(_NUMPY_KEPT)} and bfloat16")
+    if not arr.dtype.isnative:  # big-endian data: the same values in this machine's byte order
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if from_numpy_input:
+        # A numpy array keeps its dtype; one nexus does not have is converted only on request.
+        if arr.dtype.name not in _NUMPY_KEPT and dtype is None:
+            raise TypeError(
+                f"nx.tensor: numpy dtype {arr.dtype} has no nexus dtype (supported: "
+                f"{', '.join(_NUMPY_KEPT)}); say which to convert to, e.g. "
+                f"nx.tensor(a, dtype=nx.int64) or nx.tensor(a, dtype=nx.float32)")
+        return arr
+    if kind == "u" and arr.dtype.itemsize == 8:  # Python ints past int64's range
+        raise OverflowError(f"nx.tensor: value {arr.max()} is out of range for int64")
+    return arr.astype({"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}[kind], copy=False)
+
+
 def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays, tensors).
 
-    Python floats become float32, ints int64, bools bool; a numpy array keeps its dtype.
+    Python floats become float32, ints int64, bools bool. A numpy array (or numpy scalar) keeps
+    its dtype: float16, float32, float64, int32, int64 or bool. Other numpy dtypes (uint8, int8,
+    int16, uint16, uint32, uint64) raise TypeError unless ``dtype=`` says what to convert to, as
+    ``a.astype(dtype)`` would; complex and non-numeric data always raise TypeError.
+
+        >>> nx.tensor(np.arange(3, dtype=np.uint8), dtype=nx.float32)
+        tensor([0., 1., 2.])
 
     Raises:
         OverflowError: an integer is beyond int64 and no floating ``dtype`` was asked for.
-        TypeError: ragged or non-numeric data.
+        TypeError: ragged or non-numeric data, or a numpy dtype nexus lacks without ``dtype=``.
     """
     if isinstance(data, Tensor):
         out = _C.clone(data.detach())
         if dtype is not None:
             out = _C.astype(out, _dt(dtype))
     else:
-        keep = isinstance(data, (np.ndarray, np.generic))
+        arr = _numpy_source(data, dtype)
         target = as_dtype(dtype) if dtype is not None else None
-        arr = _numpy_data(data, target)
-        if not keep or arr.dtype.kind in "iub" and arr.dtype not in (np.int32, np.int64, np.bool_):
-            kind = arr.dtype.kind
-            arr = arr.astype({"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}.get(kind, arr.dtype))
         if target is bfloat16:
             out = _C.astype(_C.from_numpy(np.array(arr, dtype=np.float32, order="C")), bfloat16._code)
         else:
@@ -220,6 +248,16 @@ def _unary(op):
 
 add, sub, mul, div, pow = (_binary(o) for o in (_B.add, _B.sub, _B.mul, _B.div, _B.pow))
 maximum, minimum = _binary(_B.maximum), _binary(_B.minimum)
+floor_divide, remainder = _binary(_B.floor_divide), _binary(_B.remainder)
+floor_divide.__doc__ = """``a // b`` with numpy broadcasting: the quotient rounded toward -inf (numpy.floor_divide,
+torch.floor_divide). Integer operands give an integer; an integer divisor of 0 raises
+ZeroDivisionError (as Python and torch; numpy returns 0 with a warning). Float operands give
+inf or nan for a 0 divisor. Gradient: zero. Example: ``nx.floor_divide(nx.tensor([-7, 7]), 2)``
+is ``[-4, 3]``."""
+remainder.__doc__ = """``a % b`` with numpy broadcasting: ``a - floor_divide(a, b) * b``, which takes the divisor's
+sign (numpy.remainder, torch.remainder; C's fmod takes the dividend's). An integer divisor of 0
+raises ZeroDivisionError; a float one gives nan. Example: ``nx.remainder(nx.tensor([-7, 7]), 3)``
+is ``[2, 1]``."""
 eq, ne, lt, le, gt, ge = (_binary(o) for o in (_B.eq, _B.ne, _B.lt, _B.le, _B.gt, _B.ge))
 exp, log, sqrt, tanh, sigmoid = (_unary(o) for o in (_U.exp, _U.log, _U.sqrt, _U.tanh, _U.sigmoid))
 relu, sin, cos, abs, neg = (_unary(o) for o in (_U.relu, _U.sin, _U.cos, _U.abs, _U.neg))
@@ -315,10 +353,44 @@ _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 
 def cross_entropy(logits, labels, reduction: str = "mean") -> Tensor:
-    """Softmax cross-entropy of (N, C) logits against (N,) integer labels, as torch's."""
+    """Softmax cross-entropy over the class axis 1, as ``torch.nn.functional.cross_entropy``.
+
+    ``logits``: (N, C), or (N, C, d1, ..., dk) for a class per position (say, per pixel), or (C,)
+    for one sample. ``labels``: either integer class indices in [0, C) of shape (N,) /
+    (N, d1, ..., dk) / (), or, when they have the logits' shape, class probabilities (floating
+    point; the loss is then ``-sum(labels * log_softmax(logits, axis=1), axis=1)`` and labels get
+    a gradient too). ``reduction``: "mean" over all N * d1 * ... * dk positions, "sum", or "none"
+    (one loss per position, shape (N, d1, ..., dk)). Raises ValueError for mismatched shapes,
+    IndexError for a class index out of range, TypeError for non-floating logits.
+
+        >>> nx.cross_entropy(nx.zeros(2, 10), [3, 7]).item()   # log 10
+        2.3025851249694824
+    """
     if reduction not in _REDUCTIONS:
         raise ValueError(f"cross_entropy: reduction must be one of {list(_REDUCTIONS)}, got {reduction!r}")
-    return _C.cross_entropy(_as_tensor(logits), _as_tensor(labels), _REDUCTIONS[reduction])
+    x, y = _as_tensor(logits), _as_tensor(labels)
+    if x.ndim == 1:  # one sample
+        out = cross_entropy(_C.unsqueeze(x, 0), _C.unsqueeze(y, 0), reduction)
+        return _C.reshape(out, []) if reduction == "none" else out
+    if x.ndim == 0:
+        raise ValueError("cross_entropy: logits must be (N, C, ...) or (C,), got a 0-d tensor")
+    if y.shape == x.shape:  # class probabilities (torch decides by shape, as here)
+        if not y.dtype.is_floating_point:
+            raise TypeError(f"cross_entropy: labels of the logits' shape {x.shape} are class "
+                            f"probabilities and must be floating point, got {y.dtype}")
+        loss = neg(sum(mul(y, log_softmax(x, 1)), axis=1))
+        return loss if reduction == "none" else (sum if reduction == "sum" else mean)(loss)
+    want = (x.shape[0],) + tuple(x.shape[2:])
+    if y.shape != want:
+        raise ValueError(f"cross_entropy: labels of shape {y.shape} do not match logits of shape "
+                         f"{x.shape}; expected class indices of shape {want} (or probabilities "
+                         f"of shape {x.shape})")
+    if x.ndim == 2:
+        return _C.cross_entropy(x, y, _REDUCTIONS[reduction])
+    m = int(np.prod(want))  # (N, C, d...) -> (N * d..., C): classes last, one row per position
+    rows = _C.reshape(_C.permute(x, [0, *range(2, x.ndim), 1]), [m, x.shape[1]])
+    out = _C.cross_entropy(rows, _C.reshape(y, [m]), _REDUCTIONS[reduction])
+    return _C.reshape(out, list(want)) if reduction == "none" else out
 
 
 def _two(v, name: str) -> tuple[int, int]:
@@ -352,7 +424,11 @@ def avg_pool2d(x, kernel_size, stride=None) -> Tensor:
 
 
 def dropout(x, p: float = 0.5, training: bool = True) -> Tensor:
-    """Inverted dropout: zeroes each element with probability ``p``, scales the rest by 1/(1-p)."""
+    """Inverted dropout: zeroes each element with probability ``p``, scales the rest by 1/(1-p).
+
+    ``p`` in [0, 1] (ValueError otherwise); ``p=1`` gives ``x * 0`` (all zeros, as torch), and
+    ``training=False`` or ``p=0`` returns ``x``. Example: ``nx.dropout(nx.ones(4), p=1.0)``.
+    """
     return _C.dropout(_as_tensor(x), float(p), bool(training))
 
 
@@ -371,7 +447,8 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training: b
 
 __all__ = [
     "tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "arange", "rand", "randn",
-    "manual_seed", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt",
+    "manual_seed", "add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum",
+    "minimum", "eq", "ne", "lt",
     "le", "gt", "ge", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "sin", "cos",
     "abs", "neg", "where", "sum", "mean", "max", "min", "argmax", "var", "logsumexp", "softmax",
     "log_softmax", "reshape", "transpose", "permute", "expand", "concat", "stack", "matmul",

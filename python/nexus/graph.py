@@ -195,9 +195,9 @@ class GraphBuilder:
 
     @_transaction
     def dropout(self, p: float, name: str | None = None) -> "GraphBuilder":
-        """Zeroes each value with probability ``p`` in [0, 1) while training (inverted dropout)."""
+        """Zeroes each value with probability ``p`` in [0, 1] while training (p=1 gives zeros, as PyTorch) (inverted dropout)."""
         e, at = self._entry("dropout", name)
-        e["p"] = _args.number(at, "p", p, 0.0, 1.0, high_open=True)
+        e["p"] = _args.number(at, "p", p, 0.0, 1.0)
         return self._apply(e)
 
     @_transaction

@@ -123,8 +123,54 @@ def _getitem(self, key):
             src_axis += 1
         else:
             raise IndexError(
-                f"unsupported index {k!r}: valid indices are ints, slices, None, ... and integer arrays")
+                f"unsupported index {k!r}: valid indices are ints, slices, None, ... and, as the "
+                "whole index, an integer array")
     return out
+
+
+def _check_in_place(self, value) -> None:
+    """Refuses writes that would corrupt or silently drop a gradient (grad mode on)."""
+    if not _C.is_grad_enabled():
+        return
+    if self.requires_grad and self.is_leaf:
+        raise RuntimeError(
+            "a leaf Variable that requires grad is being used in an in-place operation (as torch "
+            "says): assign under `with nx.no_grad():`, or to a copy (`nx.tensor(t)`)")
+    if self.requires_grad:
+        raise RuntimeError(
+            f"in-place assignment into a tensor produced by {self.grad_fn} is not differentiable "
+            "in nexus; build the result out of place (nx.where, nx.concat, nx.stack), or assign "
+            "under `with nx.no_grad():`")
+    if isinstance(value, Tensor) and value.requires_grad:
+        raise RuntimeError(
+            "assigning a tensor that requires grad into one that does not would drop its "
+            "gradient; build the result out of place (nx.where, nx.concat, nx.stack), or pass "
+            "value.detach()")
+
+
+def _setitem(self, key, value) -> None:
+    """``t[key] = value``, written into t's storage (its views and a numpy array it shares memory
+    with see the change), as numpy: ``key`` is what ``t[key]`` takes (ints, slices, None, ``...``,
+    or an integer array along axis 0; a repeated index keeps the last write), ``value`` a number,
+    array or tensor that broadcasts to ``t[key]``'s shape and converts to t's dtype. Raises
+    RuntimeError for a leaf that requires grad while grad mode is on (as torch), ValueError when
+    the value does not broadcast, IndexError for a bad index."""
+    _check_in_place(self, value)
+    v = F.tensor(value, dtype=self.dtype) if isinstance(value, (np.ndarray, list, tuple)) \
+        else F._as_tensor(value, self)
+    if isinstance(key, (list, np.ndarray, Tensor)):
+        index = key if isinstance(key, Tensor) else F.tensor(np.asarray(key))
+        if index.dtype.name not in ("int32", "int64"):
+            raise IndexError(f"only integer arrays are valid indices, got dtype {index.dtype}")
+        _C.index_copy_(self, index, v)
+    else:
+        _C.copy_(_getitem(self.detach(), key), v)
+
+
+def _requires_grad_(self, requires_grad: bool = True):
+    """Sets ``requires_grad`` in place and returns this tensor (as torch's ``requires_grad_``)."""
+    self.requires_grad = requires_grad
+    return self
 
 
 # ---- methods that forward to nexus.functional ---------------------------------------------------
@@ -148,6 +194,8 @@ def _install() -> None:
     T.__len__ = _len
     T.__iter__ = _iter
     T.__getitem__ = _getitem
+    T.__setitem__ = _setitem
+    T.requires_grad_ = _requires_grad_
     T.backward = _backward
     T.astype = _astype
     T.contiguous = lambda self: _C.contiguous(self)
@@ -161,7 +209,8 @@ def _install() -> None:
     for name in ("neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "sin", "cos", "abs", "sum",
                  "mean", "max", "min", "argmax", "var", "logsumexp", "softmax", "log_softmax"):
         setattr(T, name, getattr(F, name))
-    ops = {"add": F.add, "sub": F.sub, "mul": F.mul, "truediv": F.div, "pow": F.pow, "matmul": F.matmul}
+    ops = {"add": F.add, "sub": F.sub, "mul": F.mul, "truediv": F.div, "floordiv": F.floor_divide,
+           "mod": F.remainder, "pow": F.pow, "matmul": F.matmul}
     for name, fn in ops.items():
         setattr(T, f"__{name}__", fn)
         setattr(T, f"__r{name}__", _reflected(fn))

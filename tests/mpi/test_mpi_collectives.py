@@ -24,6 +24,12 @@ def test_all_reduce_is_exact_for_every_size_dtype_and_op(job):
         assert row["bad"] == [], f"rank {row['rank']} of {n}: wrong results for {row['bad']}"
 
 
+def test_all_reduce_max_and_min_are_exact_for_every_size_and_dtype(job):
+    n, proc = job
+    for row in by_check(proc, "extremum", n):
+        assert row["bad"] == [], f"rank {row['rank']} of {n}: wrong results for {row['bad']}"
+
+
 def test_each_codec_meets_its_wire_ratio_and_all_ranks_agree(job):
     n, proc = job
     rows = by_check(proc, "codec", n, per_rank=len(WIRE_BARS))
@@ -49,8 +55,9 @@ def test_broadcast_and_all_gather(job):
         assert row["array"] == [[float(n - 1)] * 2] * 3
         assert row["tensor"] == [float(v + n - 1) for v in range(5)]
         assert row["ints"] == [v * n * (n + 1) // 2 for v in range(4)]
-        assert row["gathered"] == [[r, r] for r in range(n) for _ in range(r + 1)]
-        assert row["gathered_tensor"] == [float(r) for r in range(n)]
+        # one array per rank, in rank order, each of that rank's shape
+        assert row["gathered"] == [[[r, r]] * (r + 1) for r in range(n)]
+        assert row["gathered_tensor"] == [[float(r)] for r in range(n)]
 
 
 def test_bad_arguments_raise_the_same_clear_error_on_every_rank(job):
@@ -63,7 +70,8 @@ def test_bad_arguments_raise_the_same_clear_error_on_every_rank(job):
             errors["float64 with int8"]
         assert errors["unknown codec"].startswith("ValueError") and "topk:RATIO" in \
             errors["unknown codec"]
-        assert errors["unknown op"].startswith("ValueError") and '"mean"' in errors["unknown op"]
+        assert errors["unknown op"].startswith("ValueError") and "'max', 'min'" in \
+            errors["unknown op"]
         assert errors["read-only array"].startswith("ValueError")
         assert errors["list"].startswith("TypeError")
         assert errors["bad root"].startswith("ValueError") and f"0..{n - 1}" in errors["bad root"]

@@ -119,6 +119,38 @@ def test_no_grad_restores_recording_after_an_exception():
     assert (x * 2.0).requires_grad is True
 
 
+def test_no_grad_decorates_with_or_without_parentheses_as_torch():
+    x = leaf([1.0, 2.0])
+
+    @nx.no_grad
+    def bare(t):
+        """doc kept"""
+        return t * 2.0
+
+    @nx.no_grad()
+    def called(t):
+        return t * 3.0
+
+    assert bare(x).requires_grad is False and called(x).requires_grad is False
+    assert bare.__name__ == "bare" and bare.__doc__ == "doc kept"
+    np.testing.assert_allclose(called(x).numpy(), [3.0, 6.0])
+    assert nx.is_grad_enabled() and (x * 2.0).requires_grad is True
+    with pytest.raises(TypeError, match="decorates a function"):
+        nx.no_grad(3)
+
+
+def test_requires_grad_underscore_sets_the_flag_and_returns_the_tensor():
+    x = nx.tensor([1.0, 2.0])
+    assert x.requires_grad_() is x and x.requires_grad is True
+    (x * x).sum().backward()
+    np.testing.assert_allclose(grad_of(x), [2.0, 4.0])
+    assert x.requires_grad_(False) is x and x.requires_grad is False
+    w = nx.ones(2).requires_grad_()  # the torch idiom for a fresh parameter
+    assert w.is_leaf and w.requires_grad
+    with pytest.raises(TypeError, match="only floating-point tensors"):
+        nx.tensor([1, 2]).requires_grad_()
+
+
 def test_detach_shares_values_but_cuts_the_graph():
     x = leaf([1.0, 2.0])
     d = x.detach()

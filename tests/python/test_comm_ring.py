@@ -91,6 +91,30 @@ def test_ring_float64_is_exact_for_dyadic_inputs(rng, n_ranks, op):
             assert stats[r].bytes_sent == expected_uncompressed_bytes(n, n_ranks, r, 8)
 
 
+@pytest.mark.parametrize("n_ranks", RANKS)
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ring_max_and_min_match_numpy_for_every_size(rng, n_ranks, op, dtype):
+    # torch.distributed.ReduceOp.MAX/MIN: elementwise over the ranks, the same on every rank.
+    reduce = {"max": np.maximum, "min": np.minimum}[op].reduce
+    for n in sizes_for(n_ranks):
+        inputs = [x + rng.uniform(-0.5, 0.5, n).astype(dtype)
+                  for x in int_inputs(rng, n_ranks, n, dtype)]
+        if n > 2:  # a nan on one rank wins, as numpy.maximum
+            inputs[-1][1] = np.nan
+        out, stats = allreduce(inputs, op=op, segment_bytes=TINY_SEGMENT)
+        want = reduce(np.stack(inputs), axis=0)
+        for r, got in enumerate(out):
+            np.testing.assert_array_equal(got, want, err_msg=f"rank {r} of {n_ranks}, n={n}")
+            itemsize = np.dtype(dtype).itemsize
+            assert stats[r].bytes_sent == expected_uncompressed_bytes(n, n_ranks, r, itemsize)
+
+
+def test_ring_max_refuses_a_lossy_codec(rng):
+    with pytest.raises(ValueError, match='op "max" takes codec "none", got "int8"'):
+        allreduce(int_inputs(rng, 2, 10), op="max", codec="int8")
+
+
 def test_ring_reduces_in_place_and_returns_the_same_arrays(rng):
     inputs = int_inputs(rng, 3, 50)
     bufs = [x.copy() for x in inputs]
@@ -179,8 +203,8 @@ def test_a_rank_that_raises_stops_the_others_and_its_error_is_reported(rng):
 
 def test_bad_arguments_raise_value_and_type_errors(rng):
     x = [np.zeros(4, np.float32)] * 2
-    with pytest.raises(ValueError, match='unknown op "max"'):
-        comm.loopback_allreduce([a.copy() for a in x], op="max")
+    with pytest.raises(ValueError, match='unknown op "prod"; valid ops: "sum", "mean", "max", "min"'):
+        comm.loopback_allreduce([a.copy() for a in x], op="prod")
     with pytest.raises(ValueError, match="valid codecs"):
         comm.loopback_allreduce([a.copy() for a in x], codec="zstd")
     with pytest.raises(ValueError, match="a float64 buffer takes codec"):

@@ -74,6 +74,50 @@ def test_tensor_keeps_the_numpy_dtype(name, npdt):
     np.testing.assert_array_equal(t.numpy(), np.array([1, 0, 1], dtype=npdt))
 
 
+# Every numpy dtype: kept, converted on request, or refused. torch.tensor keeps uint8 and int8/int16
+# as dtypes of their own; nexus has none of them, so it refuses rather than silently widen (8x the
+# memory and other overflow rules), and names the dtype= that converts.
+EVERY_NUMPY_DTYPE = sorted({np.dtype(t) for t in np.sctypeDict.values()} - {np.dtype(object)},
+                           key=str)
+KEPT = {np.dtype(t) for _, t in NUMPY_BACKED}
+
+
+@pytest.mark.parametrize("npdt", EVERY_NUMPY_DTYPE, ids=str)
+def test_every_numpy_dtype_is_kept_converted_on_request_or_refused(npdt):
+    a = np.arange(3).astype(npdt)
+    if npdt in KEPT:
+        assert nx.tensor(a).dtype == npdt.name and nx.tensor(a[0]).dtype == npdt.name
+        np.testing.assert_array_equal(nx.tensor(a).numpy(), a)
+    elif npdt.kind in "iuf":  # uint8, int8, int16, uint16, uint32, uint64, longdouble
+        with pytest.raises(TypeError, match=rf"numpy dtype {npdt.name} has no nexus dtype .*"
+                                            r"supported: float16, float32, float64, int32, int64, "
+                                            r"bool.*dtype=nx\.int64"):
+            nx.tensor(a)
+        with pytest.raises(TypeError, match="has no nexus dtype"):
+            nx.tensor(a[0])  # a numpy scalar too
+        for target in ("int64", "float32", "int32"):
+            t = nx.tensor(a, dtype=target)
+            assert t.dtype == target
+            np.testing.assert_array_equal(t.numpy(), a.astype(target))
+    else:  # complex, strings, dates, void: nexus has nothing to hold them
+        for dtype in (None, "float32"):
+            with pytest.raises(TypeError, match="cannot build a tensor"):
+                nx.tensor(a, dtype=dtype)
+
+
+def test_tensor_of_big_endian_numpy_data_keeps_the_values():
+    a = np.array([1.5, -2.0, 3.25], dtype=">f8")
+    t = nx.tensor(a)
+    assert t.dtype == nx.float64 and t.tolist() == [1.5, -2.0, 3.25]
+    assert nx.tensor(np.array([7, -3], ">i4")).tolist() == [7, -3]
+
+
+def test_tensor_of_python_ints_past_int64_raises_overflow_error():
+    with pytest.raises(OverflowError, match="out of range of int64"):
+        nx.tensor([2**63])
+    assert nx.tensor([2**63 - 1]).tolist() == [2**63 - 1]
+
+
 def test_tensor_of_nested_lists_has_the_nested_shape():
     t = nx.tensor([[1.5, 2.0, 3.0], [4.0, 5.0, 6.0]])
     assert t.shape == (2, 3)

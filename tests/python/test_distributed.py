@@ -31,6 +31,18 @@ def test_all_reduce_of_one_rank_returns_its_input_in_place(dtype, op):
     assert (s.bytes_sent, s.bytes_uncompressed) == (0, 0) and s.seconds >= 0
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_all_reduce_max_and_min_of_one_rank_return_the_input(op):
+    for x in (np.array([3.0, -1.0], np.float32), np.array([2, 7]), np.array([True, False]),
+              nx.tensor([1.5, 2.5]).astype("bfloat16")):
+        want = (x.astype("float32").numpy() if isinstance(x, nx.Tensor) else x).copy()
+        assert dist.all_reduce(x, op=op) is x
+        got = x.astype("float32").numpy() if isinstance(x, nx.Tensor) else x
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=f'op="{op}" takes compression=None'):
+        dist.all_reduce(np.ones(3, np.float32), op=op, compression="fp16")
+
+
 def test_integer_arrays_sum_and_reject_mean():
     a = np.arange(4, dtype=np.int64)
     assert dist.all_reduce(a) is a
@@ -39,17 +51,20 @@ def test_integer_arrays_sum_and_reject_mean():
 
 
 def test_broadcast_and_all_gather_of_one_rank():
+    # all_gather gives a list, one array per rank (mpi4py's allgather, torch's all_gather)
     a = np.ones((2, 3))
     assert dist.broadcast(a, root=0) is a
     g = dist.all_gather(a)
-    assert g is not a and g.shape == (2, 3)
-    assert dist.all_gather(np.array(2.5, np.float32)).shape == (1,)
+    assert isinstance(g, list) and len(g) == 1 and g[0] is not a and g[0].shape == (2, 3)
+    assert dist.all_gather(np.array(2.5, np.float32))[0].shape == ()
     t = dist.all_gather(nx.tensor(np.arange(3, dtype=np.float32)))
-    assert isinstance(t, nx.Tensor) and t.shape == (3,)
+    assert isinstance(t[0], nx.Tensor) and t[0].shape == (3,)
+    b = dist.all_gather(nx.tensor([1.0, 2.0]).astype("bfloat16"))
+    assert b[0].dtype == nx.bfloat16 and b[0].astype("float32").tolist() == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("call, error, words", [
-    (lambda: dist.all_reduce(np.ones(3, np.float32), op="max"), ValueError, '"mean"'),
+    (lambda: dist.all_reduce(np.ones(3, np.float32), op="prod"), ValueError, "'max', 'min'"),
     (lambda: dist.all_reduce(np.ones(3, np.float32), compression="zip"), ValueError, "topk:RATIO"),
     (lambda: dist.all_reduce(np.ones(3, np.float32), compression=3), TypeError, "codec spec"),
     (lambda: dist.all_reduce(np.ones(3), compression="int8"), ValueError, "float64"),

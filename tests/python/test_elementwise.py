@@ -16,6 +16,8 @@ ARITH = {
     "sub": (operator.sub, np.subtract),
     "mul": (operator.mul, np.multiply),
     "div": (operator.truediv, np.true_divide),
+    "floor_divide": (operator.floordiv, np.floor_divide),
+    "remainder": (operator.mod, np.remainder),
     "pow": (operator.pow, np.power),
     "maximum": (None, np.maximum),
     "minimum": (None, np.minimum),
@@ -44,7 +46,7 @@ def operands(op, dtype, shape_a, shape_b, rng):
             a, b = rng.uniform(0.5, 2.0, shape_a), rng.uniform(-2.0, 2.0, shape_b)
     else:
         a = rng.integers(-4, 5, shape_a) / scale
-        if op == "div":
+        if op in ("div", "floor_divide", "remainder"):  # no zero divisor (tested on its own)
             b = rng.choice([-3, -2, -1, 1, 2, 3] if is_int else [-4, -2, -1, -0.5, 0.5, 1, 2, 4],
                            shape_b)
         else:

@@ -6,6 +6,7 @@ import pytest
 
 import nexus as nx
 import nx_reference as ref
+from gradcheck import gradcheck
 from nx_reference import TOL, TRANSCENDENTAL_TOL, check, make, round_to
 
 FLOATS = ["float32", "float64"]
@@ -246,6 +247,65 @@ def test_cross_entropy_gradient_is_softmax_minus_onehot(dtype, reduction):
     np.testing.assert_allclose(tl.grad.astype("float64").numpy(), want, rtol=tol, atol=tol)
 
 
+def log_softmax_axis1(x):
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def reduce_like_torch(loss, reduction):
+    return {"none": loss, "sum": loss.sum(), "mean": loss.mean()}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 5, 3, 2), (1, 4, 1, 1, 3)], ids=str)
+def test_cross_entropy_of_per_position_classes_matches_numpy(shape, reduction, rng):
+    # torch.nn.functional.cross_entropy: (N, C, d1..dk) logits, (N, d1..dk) labels; "mean"
+    # averages over all N * d1 * ... * dk positions, "none" keeps that shape.
+    tl, logits = values(rng, shape, "float64", scale=3.0)
+    labels = rng.integers(0, shape[1], (shape[0],) + shape[2:])
+    picked = np.take_along_axis(log_softmax_axis1(logits), labels[:, None], axis=1)[:, 0]
+    out = nx.cross_entropy(tl, nx.tensor(labels), reduction=reduction)
+    check(out, np.asarray(reduce_like_torch(-picked, reduction)), "float64")
+    gradcheck(lambda x: nx.cross_entropy(x, nx.tensor(labels), reduction=reduction), [logits])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5)], ids=str)
+def test_cross_entropy_of_class_probabilities_matches_numpy(shape, reduction, rng):
+    # torch: a target of the logits' shape holds class probabilities; loss is
+    # -sum(target * log_softmax(logits, 1), 1), and the target gets a gradient too.
+    tl, logits = values(rng, shape, "float64", scale=2.0)
+    probs = rng.uniform(0.1, 1.0, shape)
+    probs /= probs.sum(axis=1, keepdims=True)
+    want = -(probs * log_softmax_axis1(logits)).sum(axis=1)
+    out = nx.cross_entropy(tl, nx.tensor(probs), reduction=reduction)
+    check(out, np.asarray(reduce_like_torch(want, reduction)), "float64")
+    gradcheck(lambda x, y: nx.cross_entropy(x, y, reduction=reduction), [logits, probs])
+    onehot = np.eye(shape[1])[rng.integers(0, shape[1], (shape[0],) + shape[2:])]
+    onehot = np.moveaxis(onehot, -1, 1)  # one-hot probabilities give the index form's loss
+    labels = onehot.argmax(axis=1)
+    check(nx.cross_entropy(tl, nx.tensor(onehot), reduction=reduction),
+          nx.cross_entropy(tl, nx.tensor(labels), reduction=reduction).numpy(), "float64")
+
+
+def test_cross_entropy_of_one_unbatched_sample():
+    logits = np.array([1.0, 2.0, 0.5])
+    want = -log_softmax_axis1(logits[None])[0, 1]
+    check(nx.cross_entropy(nx.tensor(logits), 1), np.asarray(want), "float64")
+    assert nx.cross_entropy(nx.tensor(logits), 1, reduction="none").shape == ()
+
+
+@pytest.mark.parametrize("logits,labels,error,match", [
+    ((2, 3, 4), np.zeros((2, 3), np.int64), ValueError, r"expected class indices of shape \(2, 4\)"),
+    ((2, 3, 4), np.zeros((2, 3, 4), np.int64), TypeError, "must be floating point"),
+    ((2, 3), np.zeros(2), TypeError, "integer class indices"),
+    ((2, 3, 4), np.full((2, 4), 3), IndexError, "out of range for 3 classes"),
+])
+def test_cross_entropy_rejects_mismatched_labels(logits, labels, error, match):
+    with pytest.raises(error, match=match):
+        nx.cross_entropy(nx.zeros(*logits), nx.tensor(labels))
+
+
 # --------------------------------------------------------------------------- layer_norm
 
 LAYER_NORM_CASES = {
@@ -345,10 +405,23 @@ def test_dropout_in_eval_mode_or_with_p_zero_is_identity(dtype, rng):
     check(nx.dropout(tx, p=0.0), x, dtype)
 
 
-@pytest.mark.parametrize("p", [1.0, -0.1, 1.5])
+@pytest.mark.parametrize("p", [-0.1, 1.5, float("nan")])
 def test_dropout_probability_outside_unit_interval_raises_value_error(p):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"p must be in \[0, 1\]"):
         nx.dropout(nx.ones(4), p=p)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_dropout_with_p_one_drops_everything_and_passes_no_gradient(dtype):
+    # torch.nn.functional.dropout(x, p=1.0) returns x * 0: all zeros, zero gradient.
+    x = nx.full((3, 4), 2.0, dtype=dtype)
+    out = nx.dropout(x, p=1.0)
+    assert out.dtype == dtype and out.shape == (3, 4)
+    np.testing.assert_array_equal(out.astype("float32").numpy(), np.zeros((3, 4), np.float32))
+    w = nx.ones(3, 4, dtype="float64", requires_grad=True)
+    nx.dropout(w * 3.0, p=1.0).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros((3, 4)))
+    np.testing.assert_array_equal(nx.dropout(x, p=1.0, training=False).numpy(), x.numpy())
 
 
 # --------------------------------------------------------------------------- concat, stack

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import nexus as nx
 from nexus import BatchSize, ClusterConfig, DeviceType, Epochs, GraphBuilder, Scheduler, Shape
 from nexus.cli import main as cli
-from nexus.scheduler.balance import AdaptiveBalancer, keep_everyone_measured
+from nexus.scheduler.balance import AdaptiveBalancer, RunMeter
 from nexus.scheduler.split import equal_split, split_batch, step_time
 
 
@@ -22,9 +22,31 @@ from nexus.scheduler.split import equal_split, split_batch, step_time
 def test_split_sums_to_the_batch_within_one_sample_of_proportional(rates, batch):
     shares = split_batch(rates, batch)
     assert sum(shares) == batch and min(shares) >= 0
+    if batch >= len(rates):
+        assert min(shares) >= 1  # nobody sits a step out
     total = sum(rates)
-    for s, r in zip(shares, rates):
-        assert abs(s - batch * r / total) < 1 + 1e-9
+    if batch * min(rates) / total >= 1:  # nobody needs lifting to one sample: plain proportion
+        for s, r in zip(shares, rates):
+            assert abs(s - batch * r / total) < 1 + 1e-9
+    by_rate = [s for _, s in sorted(zip(rates, shares))]
+    assert by_rate == sorted(by_rate)  # a faster rank never gets fewer samples
+
+
+@pytest.mark.parametrize("rates,batch,want", [
+    ([1000.0, 1.0], 3, [2, 1]),            # an odd batch: the slow rank still gets one
+    ([1000.0, 1.0, 1.0], 3, [1, 1, 1]),
+    ([1.0, 1000.0, 1.0, 1.0], 5, [1, 2, 1, 1]),
+    ([1000.0, 1.0], 1, [1, 0]),            # fewer samples than ranks: someone must wait
+    ([1.0, 3.0], 8, [2, 6]),
+])
+def test_split_gives_every_rank_a_sample_when_the_batch_has_one_per_rank(rates, batch, want):
+    assert split_batch(rates, batch) == want
+
+
+def test_split_lifts_slow_ranks_to_one_sample_within_memory_caps():
+    shares = split_batch([1000.0, 1.0, 1.0], 10, caps=[5, None, 0])
+    assert shares == [5, 5, 0]  # a rank that can hold nothing keeps nothing
+    assert split_batch([1.0] * 4 + [1e4], 9, caps=[None] * 4 + [3]) == [2, 2, 1, 1, 3]
 
 
 @settings(max_examples=200, deadline=None)
@@ -100,9 +122,27 @@ def test_balancer_decides_only_every_k_steps_and_keeps_every_rank_measured():
         change = b.propose([5, 5])
         assert (change is None) == (decision == 0)  # the first decision waits for a second
     assert change[0] == [9, 1]  # the slow rank keeps one sample, so it is still measured
-    assert keep_everyone_measured([10, 0, 0]) == [8, 1, 1]
     with pytest.raises(ValueError, match="rebalance_every"):
         AdaptiveBalancer([1.0], every=0)
+
+
+def test_run_meter_never_reports_more_than_the_ranks_summed_rate():
+    # Rank 1 waited half of step 1; rank 0's busy reading of step 2 includes time before the
+    # step began (the caller's loop), which counts only up to the step's wall time.
+    m = RunMeter(2)
+    m.add([6, 2], [1.0, 0.5], wall=1.0)
+    m.add([6, 2], [1.5, 0.5], wall=1.0)
+    assert m.samples_per_second == 8.0
+    assert m.summed_rate == 6.0 + 4.0  # 12 samples / 2 s, 4 samples / 1 s
+    assert m.efficiency == 0.8
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        m = RunMeter(3)
+        for _ in range(5):
+            wall = rng.uniform(0.1, 1.0)
+            m.add(rng.integers(0, 9, 3).tolist(), rng.uniform(0.0, 2.0, 3).tolist(), wall)
+        assert m.samples_per_second <= m.summed_rate * (1 + 1e-12) or m.summed_rate == 0
+        assert m.summed_rate == 0 or 0 <= m.efficiency <= 1
 
 
 # ---- cluster declarations ----------------------------------------------------------------------
@@ -161,6 +201,8 @@ def test_train_as_a_world_of_one_reports_what_it_did(tmp_path):
                 heatmap_png=tmp_path / "heat.png", verbose=False)
     assert r.shares == [128] and r.accuracy > 0.8 and len(r.history) == 3
     assert r.samples_per_second > 0 and r.plan["world_size"] == 1
+    assert 0 < r.samples_per_second <= r.ideal_samples_per_second
+    assert "% of the ranks' summed rate" in r.summary()
     assert r.plan["profiles"][0]["gemm_flops"] > 0 and r.plan["lr_scale"] == 1.0
     events = [json.loads(line)["event"]
               for line in (tmp_path / "log.jsonl").read_text().splitlines()]

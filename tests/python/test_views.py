@@ -252,3 +252,95 @@ def test_zero_step_raises_rather_than_looping(a):
 def test_transpose_of_a_missing_axis_raises_index_error(a, dims):
     with pytest.raises(IndexError):
         nx.tensor(a).transpose(*dims)
+
+
+# --------------------------------------------------------------------------- assignment
+# t[key] = value writes into t's storage as numpy does (torch too): views of t and an array t
+# shares memory with see it; the value broadcasts to t[key] and converts to t's dtype.
+
+SET_KEYS = {
+    "int": (1,), "negative_int": (-1, 2), "slice": (slice(None), slice(1, 3)),
+    "step": (slice(None, None, 2), slice(None), slice(1, None, 2)), "ellipsis": (Ellipsis, 0),
+    "none": (None, 0), "mixed": (0, None, Ellipsis, slice(1, 4)), "all": (Ellipsis,),
+}
+SET_VALUES = {
+    "scalar": lambda shape: 7.5, "int_scalar": lambda shape: -3,
+    "same_shape": lambda shape: np.arange(np.prod(shape), dtype=np.float32).reshape(shape) + 100,
+    "broadcast_row": lambda shape: np.arange(shape[-1], dtype=np.float64) - 50 if shape else 9.0,
+}
+
+
+@pytest.mark.parametrize("value", sorted(SET_VALUES))
+@pytest.mark.parametrize("key", sorted(SET_KEYS))
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_assignment_matches_numpy_and_writes_the_shared_storage(a, key, value, dtype):
+    want = a.astype(dtype)
+    shared = want.copy()
+    t = nx.from_numpy(shared)
+    view = t.reshape(-1)
+    k = SET_KEYS[key]
+    v = SET_VALUES[value](want[k].shape)
+    want[k] = v
+    t[k] = nx.tensor(v) if isinstance(v, np.ndarray) and value == "same_shape" else v
+    np.testing.assert_array_equal(shared, want)  # the numpy array sharing t's memory
+    np.testing.assert_array_equal(values(view), want.reshape(-1))  # a view of t
+    assert t.dtype == dtype
+
+
+@pytest.mark.parametrize("index", [[0, 1], [-1], np.array([1, 0, 1]), [1, 1]])
+def test_assignment_through_an_integer_array_matches_numpy(a, index):
+    want, t = a.copy(), nx.tensor(a)
+    t[nx.tensor(np.asarray(index))] = 5.0
+    want[np.asarray(index)] = 5.0
+    np.testing.assert_array_equal(values(t), want)
+    rows = np.arange(len(index) * 12, dtype=np.float32).reshape(len(index), 3, 4)
+    t[index] = rows
+    want[np.asarray(index)] = rows  # a repeated index keeps the last write, as numpy does
+    np.testing.assert_array_equal(values(t), want)
+
+
+def test_assignment_of_an_overlapping_view_reads_the_old_values(a):
+    want, t = a.copy(), nx.tensor(a)
+    t[:, 1:] = t[:, :-1]
+    want[:, 1:] = want[:, :-1].copy()
+    np.testing.assert_array_equal(values(t), want)
+    t[[0, 1]] = t[[1, 0]]
+    want[[0, 1]] = want[[1, 0]]
+    np.testing.assert_array_equal(values(t), want)
+
+
+def test_assignment_into_a_transposed_view_writes_the_base(a):
+    base = nx.tensor(a)
+    base.T[0] = -1.0  # base.T is (4, 3, 2): its row 0 is base[..., 0]
+    want = a.copy()
+    want[..., 0] = -1.0
+    np.testing.assert_array_equal(values(base), want)
+
+
+@pytest.mark.parametrize("key,value,error", [
+    ((0,), np.ones(5), ValueError), ((slice(None),), np.ones((3, 3, 4)), ValueError),
+    ((5,), 1.0, IndexError), ((0, 0, 0, 0), 1.0, IndexError), ([0, 7], 1.0, IndexError),
+    (([0.5, 1.0],), 1.0, IndexError), ((slice(None, None, -1),), 1.0, ValueError),
+], ids=["wide_value", "tall_value", "index", "too_many", "array_index", "float_index", "step"])
+def test_bad_assignment_raises_and_leaves_the_tensor_unchanged(a, key, value, error):
+    t = nx.tensor(a)
+    with pytest.raises(error):
+        t[key if not isinstance(key, tuple) or len(key) != 1 else key[0]] = value
+    np.testing.assert_array_equal(values(t), a)
+
+
+def test_assignment_respects_autograd_as_torch_does():
+    # torch: "a leaf Variable that requires grad is being used in an in-place operation."
+    w = nx.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        w[0] = 2.0
+    with nx.no_grad():  # how optimizers update weights
+        w[0] = 2.0
+    assert w.tolist() == [2.0, 1.0, 1.0] and w.requires_grad
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        (w * 2.0)[0] = 1.0
+    buf = nx.zeros(3)
+    with pytest.raises(RuntimeError, match="drop its gradient"):
+        buf[0] = w[1]
+    buf[0] = w[1].detach()
+    assert buf.tolist() == [1.0, 0.0, 0.0]

@@ -6,6 +6,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
 #include "ops/cpu/vec_math.h"
+#include "codegen/kernel_prelude.h"  // scalar rules shared with the fused kernels (floor_divide, remainder)
 
 namespace nexus::ops::cpu {
 namespace {
@@ -179,6 +180,13 @@ void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor&
     case BinaryOp::Le: return run_binary<B, T>(out, a, b, [](T x, T y) { return x <= y; });
     case BinaryOp::Gt: return run_binary<B, T>(out, a, b, [](T x, T y) { return x > y; });
     case BinaryOp::Ge: return run_binary<B, T>(out, a, b, [](T x, T y) { return x >= y; });
+    case BinaryOp::FloorDiv: case BinaryOp::Remainder:
+      if constexpr (!std::is_same_v<T, bool>) {
+        if (op == BinaryOp::FloorDiv) return run_binary<T, T>(out, a, b, [](T x, T y) { return kern::floor_divide(x, y); });
+        return run_binary<T, T>(out, a, b, [](T x, T y) { return kern::remainder_(x, y); });
+      }
+      NX_ASSERT(false, op_name(op), " on bool reached the kernel");
+      return;
     case BinaryOp::ReluGrad: case BinaryOp::TanhGrad: case BinaryOp::SigmoidGrad:
       if constexpr (std::is_floating_point_v<T>) {
         if (op == BinaryOp::ReluGrad) return run_binary<T, T>(out, a, b, [](T g, T x) { return x <= T(0) ? T(0) : g; });

@@ -4,8 +4,8 @@ Launch the same script on every rank with ``mpiexec -n 4 python train.py``; a pl
 process is a world of one. ``init()`` joins MPI's COMM_WORLD through mpi4py (every function here
 calls it). Collectives work in place on numpy arrays and nexus Tensors:
 
-    dist.all_reduce(x, op="sum"|"mean", compression=None)   # the C++ ring; codecs for float32
-    dist.broadcast(x, root=0); dist.all_gather(x); dist.barrier()
+    dist.all_reduce(x, op="sum"|"mean"|"max"|"min", compression=None)  # the C++ ring
+    dist.broadcast(x, root=0); parts = dist.all_gather(x); dist.barrier()  # parts[r]: rank r's x
     dist.last_stats()        # bytes_sent, bytes_uncompressed, seconds of the last all-reduce
     dp = dist.DataParallel(model, compression="int8"); dp.train_step(xb, yb)
 

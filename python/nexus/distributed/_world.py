@@ -163,10 +163,16 @@ def _wait(req, what: str) -> None:
         pause = min(_MAX_PAUSE_S, pause * 2 or 1e-6)
 
 
-def _sum_in_place(x: np.ndarray, what: str) -> None:
-    """Sums a small numpy array over the ranks through MPI, in place, within the timeout."""
+def _sum_in_place(x: np.ndarray, what: str, op: str = "sum") -> None:
+    """Reduces a numpy array over the ranks through MPI (``op``: "sum", "max" or "min"; bool
+    arrays take max as "or" and min as "and"), in place, within the timeout."""
     w = _world
-    _wait(w.comm.Iallreduce(w.mpi.IN_PLACE, x, op=w.mpi.SUM), what)
+    mpi = w.mpi
+    if x.dtype == np.bool_:
+        mpi_op = {"sum": mpi.SUM, "max": mpi.LOR, "min": mpi.LAND}[op]
+    else:
+        mpi_op = {"sum": mpi.SUM, "max": mpi.MAX, "min": mpi.MIN}[op]
+    _wait(w.comm.Iallreduce(mpi.IN_PLACE, x, op=mpi_op), what)
 
 
 def barrier() -> None:
@@ -226,17 +232,26 @@ def _codec_spec(compression) -> str:
                     f"'topk:0.01', or a nexus Codec; got {type(compression).__name__}")
 
 
+_OPS = ("sum", "mean", "max", "min")
+
+
 def all_reduce(x, op: str = "sum", compression=None, residual=None):
     """Reduces ``x`` (a numpy array or nexus Tensor) across ranks, in place; returns ``x``.
 
-    ``op``: "sum" or "mean". ``compression``: a codec spec ("none", "fp16", "bf16", "int8",
-    "topk:RATIO", "sign") or a Codec, for float32 buffers (float16/bfloat16 travel in their own
-    format; float64 takes "none"). ``residual``: a ``nexus._C.comm.Residual(x.size)`` kept by the
-    caller across calls for error feedback. Integer and bool arrays are summed exactly through
-    MPI. Every rank must call it with the same size, dtype, op and compression.
+    ``op``: "sum", "mean", "max" or "min" (elementwise over the ranks, as torch.distributed's
+    ReduceOp.SUM/AVG/MAX/MIN; a nan on any rank wins max and min, as numpy.maximum).
+    ``compression``: a codec spec ("none", "fp16", "bf16", "int8", "topk:RATIO", "sign") or a
+    Codec, for float32 buffers with "sum" or "mean" (float16/bfloat16 travel in their own format;
+    float64, "max" and "min" take "none"). ``residual``: a ``nexus._C.comm.Residual(x.size)``
+    kept by the caller across calls for error feedback. Integer and bool arrays are reduced
+    exactly through MPI ("sum", "max", "min"). Every rank must call it with the same size, dtype,
+    op and compression. Raises ValueError for an unknown op or codec, TypeError for a dtype the
+    op cannot take. Example: ``dist.all_reduce(np.array([rank, -rank]), op="max")`` gives
+    ``[n - 1, 0]`` on every rank of n.
     """
-    if op not in ("sum", "mean"):
-        raise ValueError(f'all_reduce: unknown op {op!r}; valid ops: "sum", "mean"')
+    if op not in _OPS:
+        raise ValueError(f"all_reduce: unknown op {op!r}; valid ops: "
+                         f"{', '.join(repr(o) for o in _OPS)}")
     spec = _codec_spec(compression)
     w = _get()
     t = _as_tensor(x, "all_reduce")
@@ -244,12 +259,15 @@ def all_reduce(x, op: str = "sum", compression=None, residual=None):
         if op == "mean":
             raise TypeError(f"all_reduce: op='mean' needs a floating dtype, got {x.dtype}")
         if w.size > 1:
-            _sum_in_place(x, "all_reduce()")
+            _sum_in_place(x, "all_reduce()", op)
         _set_stats(Stats(0, 0, 0.0))
         return x
     if t.dtype.name == "float64" and not _C.comm.Codec(spec).lossless:
         raise ValueError(f'all_reduce: codec "{spec}" compresses float32 buffers; a float64 '
                          'buffer takes compression=None ("none")')
+    if op in ("max", "min") and not _C.comm.Codec(spec).lossless:
+        raise ValueError(f'all_reduce: op="{op}" takes compression=None ("none"), got codec '
+                         f'"{spec}": a lossy codec would change which value wins')
     if w.size == 1:
         _set_stats(Stats(0, 0, 0.0))
         return x
@@ -276,37 +294,43 @@ def broadcast(x, root: int = 0):
     return x
 
 
-def all_gather(x):
-    """The ranks' arrays concatenated along axis 0 in rank order (a new array; a Tensor gives a
-    Tensor). First dimensions may differ between ranks; the other dimensions and the dtype must
-    agree. A 0-d array counts as shape (1,)."""
+def all_gather(x) -> list:
+    """Every rank's ``x`` in rank order, as a list of ``world_size()`` new arrays (a Tensor gives
+    Tensors), as mpi4py's ``allgather`` and torch.distributed's ``all_gather``.
+
+    ``x``: a numpy array or nexus Tensor; the ranks' arrays may differ in shape but must agree in
+    the number of dimensions and the dtype (ValueError otherwise). Element r of the result has
+    rank r's shape: with a (2, 3) array on every rank of 4, the result is four (2, 3) arrays
+    (``np.concatenate(parts)`` makes one (8, 3) array). Example:
+    ``dist.all_gather(np.array([dist.rank()]))`` gives ``[array([0]), array([1]), ...]``.
+    """
     w = _get()
     is_tensor = isinstance(x, _C.Tensor)
     if is_tensor:
         if x.dtype.name == "bfloat16":
-            return _C.astype(_C.from_numpy(all_gather(x.astype("float32").numpy())), x._dtype)
-        a = np.ascontiguousarray(x.numpy())
+            return [_C.astype(_C.from_numpy(p), x._dtype)
+                    for p in all_gather(x.astype("float32").numpy())]
+        a = np.ascontiguousarray(x.numpy()).reshape(x.shape)
     elif isinstance(x, np.ndarray):
-        a = np.ascontiguousarray(x)
+        a = np.ascontiguousarray(x).reshape(x.shape)
     else:
         raise TypeError(f"all_gather: expected a numpy array or a nexus Tensor, got "
                         f"{type(x).__name__}")
-    a = a.reshape(1) if a.ndim == 0 else a
     if w.size == 1:
-        out = a.copy()
+        parts = [a.copy()]
     else:
         shapes = _gather_meta(w, a)
-        rows = [s[0] for s in shapes]
         for r, s in enumerate(shapes):
-            if s[1:-1] != a.shape[1:] or s[-1] != a.dtype.num:
-                raise ValueError(f"all_gather: rank {r} has shape {s[:-1]} (dtype number "
-                                 f"{s[-1]}), rank {w.rank} (this rank) {a.shape} ({a.dtype}); "
-                                 "all but the first dimension, and the dtype, must agree")
-        out = np.empty((sum(rows),) + a.shape[1:], a.dtype)
-        per_row = int(np.prod(a.shape[1:], dtype=np.int64))
-        counts = [r * per_row for r in rows]
-        _wait(w.comm.Iallgatherv(a, [out, counts]), "all_gather()")
-    return _C.from_numpy(out) if is_tensor else out
+            if s[-1] != a.dtype.num:
+                raise ValueError(f"all_gather: rank {r} has dtype number {s[-1]}, rank {w.rank} "
+                                 f"(this rank) {a.dtype} (number {a.dtype.num}); the dtypes "
+                                 "must agree")
+        counts = [int(np.prod(s[:-1], dtype=np.int64)) for s in shapes]
+        flat = np.empty(sum(counts), a.dtype)
+        _wait(w.comm.Iallgatherv(a.reshape(-1), [flat, counts]), "all_gather()")
+        starts = np.cumsum([0] + counts)
+        parts = [flat[starts[r]:starts[r + 1]].reshape(s[:-1]) for r, s in enumerate(shapes)]
+    return [_C.from_numpy(p) for p in parts] if is_tensor else parts
 
 
 def _gather_meta(w: _World, a: np.ndarray) -> list[tuple]:

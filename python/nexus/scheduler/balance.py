@@ -71,7 +71,7 @@ class AdaptiveBalancer:
         self._since = 0
         self._fold_window()
         batch = sum(shares)
-        new = keep_everyone_measured(split_batch(self.rates, batch, self.caps))
+        new = split_batch(self.rates, batch, self.caps)
         now, then = step_time(shares, self.rates), step_time(new, self.rates)
         if list(new) == list(shares) or then <= 0 or now / then < 1 + self.hysteresis:
             self._pending = None
@@ -83,22 +83,46 @@ class AdaptiveBalancer:
         self._pending = None
         return new, now / then
 
+
+class RunMeter:
+    """What a run reached against what its ranks could reach, measured over the same steps.
+
+    ``add`` takes each step's shares, every rank's busy seconds and the step's wall seconds.
+    ``samples_per_second`` is all samples over all wall time; ``summed_rate`` is the sum over the
+    ranks of each rank's samples over its busy seconds (what a perfect split with free
+    communication would reach). A rank cannot be busy for longer than the step took (a longer
+    reading is clock skew and is cut to the step), so ``samples_per_second <= summed_rate`` and
+    ``efficiency`` is a fraction in [0, 1]. Ranks that never got a sample have no rate and count
+    for nothing on either side.
+
+        >>> m = RunMeter(2)
+        >>> m.add([3, 1], [0.5, 0.25], wall=0.5)
+        >>> m.samples_per_second, m.summed_rate, m.efficiency
+        (8.0, 10.0, 0.8)
+    """
+
+    def __init__(self, n_ranks: int):
+        self.samples = [0] * n_ranks
+        self.busy = [0.0] * n_ranks
+        self.wall = 0.0
+
+    def add(self, shares: Sequence[int], busy_seconds: Sequence[float], wall: float) -> None:
+        self.wall += wall
+        for r, (s, t) in enumerate(zip(shares, busy_seconds)):
+            if s > 0 and math.isfinite(t) and t > 0:
+                self.samples[r] += int(s)
+                self.busy[r] += min(float(t), wall)
+
     @property
-    def ideal_samples_per_second(self) -> float:
-        """The sum of the ranks' estimated rates: what a perfect split with free communication
-        would reach."""
-        return sum(self.rates)
+    def samples_per_second(self) -> float:
+        return sum(self.samples) / self.wall if self.wall > 0 else 0.0
 
+    @property
+    def summed_rate(self) -> float:
+        return sum(s / t for s, t in zip(self.samples, self.busy) if t > 0)
 
-def keep_everyone_measured(shares: list[int]) -> list[int]:
-    """Gives every rank at least one sample (taken from the largest shares) when the batch
-    allows, so no rank stops being measured."""
-    shares = list(shares)
-    if sum(shares) < len(shares):
-        return shares
-    for r, s in enumerate(shares):
-        if s == 0:
-            donor = max(range(len(shares)), key=lambda i: shares[i])
-            shares[donor] -= 1
-            shares[r] = 1
-    return shares
+    @property
+    def efficiency(self) -> float:
+        """samples_per_second / summed_rate, in [0, 1] (nan before any step)."""
+        ideal = self.summed_rate
+        return min(self.samples_per_second / ideal, 1.0) if ideal > 0 else math.nan

@@ -163,10 +163,4 @@ def gather_profiles(world, mine: dict) -> list[dict]:
     from ..distributed import _world as W  # noqa: PLC0415
 
     raw = np.frombuffer(json.dumps(mine).encode(), np.uint8)
-    sizes = W.all_gather(np.array([raw.size], np.int64))
-    blob = W.all_gather(raw).tobytes()
-    out, at = [], 0
-    for n in sizes.tolist():
-        out.append(json.loads(blob[at:at + n]))
-        at += n
-    return out
+    return [json.loads(part.tobytes()) for part in W.all_gather(raw)]

@@ -31,7 +31,7 @@ import numpy as np
 from .. import _C
 from ..graph import GraphBuilder
 from ..model import _as_features, _as_labels, check_samples
-from .balance import AdaptiveBalancer, keep_everyone_measured
+from .balance import AdaptiveBalancer, RunMeter
 from .cluster import ClusterConfig
 from .profile import gather_profiles, profile_rank
 from .split import equal_split, split_batch, step_time
@@ -75,13 +75,14 @@ class Report:
     plan: dict  # the plan at start: profiles, groups, shares, compression, lr scale
     history: list[dict] = field(default_factory=list)  # one record per epoch
     rebalances: list[dict] = field(default_factory=list)  # every change of shares
-    ideal_samples_per_second: float = 0.0  # the sum of the ranks' final estimated rates
+    ideal_samples_per_second: float = 0.0  # the sum of the ranks' rates measured over the same
+    # train steps (samples / busy seconds): never below samples_per_second (balance.RunMeter)
     steps: int = 0
     seconds: float = 0.0
 
     def summary(self) -> str:
         acc = "n/a" if self.accuracy is None else f"{self.accuracy:.4f}"
-        eff = self.samples_per_second / self.ideal_samples_per_second \
+        eff = min(self.samples_per_second / self.ideal_samples_per_second, 1.0) \
             if self.ideal_samples_per_second else float("nan")
         return (f"{self.steps} steps in {self.seconds:.2f} s: {self.samples_per_second:,.0f} "
                 f"samples/s ({eff:.0%} of the ranks' summed rate), shares {self.shares}, "
@@ -155,7 +156,7 @@ class Scheduler:
         per_sample = self._bytes_per_sample(batch)
         caps = [max(1, int(p["memory_free"] * MEMORY_FRACTION // per_sample)) for p in profiles]
         probe = min(max(1, equal_split(n, batch)[rank]), len(x))
-        rates = _world.all_gather(np.array([self._probe_rate(x[:probe], y[:probe])]))
+        rates = _world.all_gather(np.array(self._probe_rate(x[:probe], y[:probe])))
         rates = [float(r) for r in rates]
         trained_batch = min(int(batch), sum(caps))
         lr_scale = _lr_scale(lr_scaling, trained_batch, reference_batch or int(batch))
@@ -164,7 +165,7 @@ class Scheduler:
         elif balance == "equal":
             shares = equal_split(n, trained_batch)
         else:
-            shares = keep_everyone_measured(split_batch(rates, trained_batch, caps))
+            shares = split_batch(rates, trained_batch, caps)
         hierarchical = self.cluster.federated and len(set(groups)) > 1
         codecs = self._codecs(compression, profiles, groups, hierarchical)
         plan = {"world_size": n, "batch": trained_batch, "requested_batch": int(batch),
@@ -192,7 +193,7 @@ class Scheduler:
         report = Report(0.0, list(shares), None, plan)
         log.write("plan", **{k: v for k, v in plan.items() if k != "profiles"},
                   profiles=profiles)
-        train_seconds, samples, step = 0.0, 0, 0
+        meter, step = RunMeter(n), 0
         seen = None  # the shares of the previous step
         try:
             for epoch in range(1, int(epochs) + 1):
@@ -200,17 +201,17 @@ class Scheduler:
                 e_start, e_loss, e_samples = time.perf_counter(), 0.0, 0
                 for at in range(0, len(x), trained_batch):
                     size = min(trained_batch, len(x) - at)
-                    mine = shares if size == trained_batch else split_batch(balancer.rates, size)
+                    mine = shares if size == trained_batch else split_batch(balancer.rates, size,
+                                                                            caps)
                     lo = at + sum(mine[:rank])
                     rows = order[lo:lo + mine[rank]]  # gather only this rank's rows
                     xb, yb = x[rows], y[rows]
                     t0 = time.perf_counter()
                     loss = dp.train_step(xb, yb)
                     seconds = time.perf_counter() - t0
-                    train_seconds += seconds
                     secs = dp.last_busy_seconds
+                    meter.add(mine, secs, seconds)
                     step += 1
-                    samples += size
                     e_loss += loss * size
                     e_samples += size
                     if mine == seen:  # a new micro-batch size first allocates its buffers
@@ -253,9 +254,9 @@ class Scheduler:
         finally:
             view.close()
         report.shares = list(shares)
-        report.steps, report.seconds = step, train_seconds
-        report.samples_per_second = samples / train_seconds if train_seconds else 0.0
-        report.ideal_samples_per_second = balancer.ideal_samples_per_second
+        report.steps, report.seconds = step, meter.wall
+        report.samples_per_second = meter.samples_per_second
+        report.ideal_samples_per_second = meter.summed_rate
         if x_test is not None:
             report.accuracy = float(self.model.evaluate(x_test, y_test)["accuracy"])
         log.write("done", samples_per_second=report.samples_per_second,

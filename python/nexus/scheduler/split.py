@@ -16,11 +16,18 @@ def split_batch(rates: Sequence[float], batch: int, caps: Sequence[int | None] |
     """Integer micro-batch sizes summing to ``batch``, proportional to ``rates``.
 
     ``rates``: each rank's throughput (samples/s, > 0; only ratios matter). ``caps``: the most
-    samples each rank may hold (its memory limit), or None for no limit. A capped rank gets its
-    cap and the rest is shared out among the others in proportion to their rates (water
-    filling); rounding gives the leftover samples to the largest remainders, so every share is
-    within one sample of the continuous optimum. Raises ValueError when the caps cannot hold the
-    batch or a rate is not a positive finite number.
+    samples each rank may hold (its memory limit), or None for no limit. When the batch has at
+    least one sample per rank, every rank (whose cap allows it) gets at least one, so no rank
+    sits a step out and every rank stays measured. Within those bounds the shares are
+    proportional (water filling: ``share = clamp(k * rate, 1, cap)`` with one ``k`` for all
+    ranks), and rounding gives the leftover samples to the largest remainders, so every share is
+    within one sample of that continuous optimum. Raises ValueError when the caps cannot hold
+    the batch or a rate is not a positive finite number.
+
+        >>> split_batch([2.0, 1.0, 1.0], 128)
+        [64, 32, 32]
+        >>> split_batch([1000.0, 1.0], 3)   # the slow rank still gets one sample
+        [2, 1]
     """
     n = len(rates)
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 0:
@@ -41,21 +48,9 @@ def split_batch(rates: Sequence[float], batch: int, caps: Sequence[int | None] |
         raise ValueError(f"split_batch: the ranks' memory limits hold {int(sum(limit))} samples "
                          f"in all (caps {caps}), fewer than the batch of {batch}; use a smaller "
                          "batch or more ranks")
-    # Water filling: fix the ranks whose proportional share exceeds their cap, repeat.
-    ideal = [0.0] * n
-    free, left = set(range(n)), float(batch)
-    while free:
-        total = sum(rates[r] for r in free)
-        over = [r for r in free if left * rates[r] / total > limit[r]]
-        if not over:
-            for r in free:
-                ideal[r] = left * rates[r] / total
-            break
-        for r in over:
-            ideal[r] = float(limit[r])
-            left -= limit[r]
-            free.discard(r)
-    shares = [min(int(math.floor(v)), int(min(limit[r], batch))) for r, v in enumerate(ideal)]
+    floor_ = [min(1, limit[r]) if batch >= n else 0 for r in range(n)]
+    ideal = _water_fill(rates, batch, floor_, limit)
+    shares = [math.floor(v) for v in ideal]
     # Largest remainder first (ties: the faster rank), never past a cap.
     order = sorted(range(n), key=lambda r: (-(ideal[r] - shares[r]), -rates[r], r))
     short = batch - sum(shares)
@@ -71,6 +66,26 @@ def split_batch(rates: Sequence[float], batch: int, caps: Sequence[int | None] |
         if not progressed:  # unreachable: sum(limit) >= batch was checked
             raise AssertionError("split_batch: could not place every sample")
     return shares
+
+
+def _water_fill(rates, batch, low, high) -> list[float]:
+    """``clamp(k * rate, low, high)`` per rank, with the ``k`` that makes the sum ``batch``
+    (from below: the sum never passes it, so the floors never do either). The sum grows
+    monotonically with ``k``, so bisection finds it; with bounds on both sides, fixing the
+    ranks that cross a bound one pass at a time can move ``k`` back across an earlier bound."""
+    def fill(k):
+        return [min(max(k * rate, lo), hi) for rate, lo, hi in zip(rates, low, high)]
+
+    lo_k, hi_k = 0.0, batch / min(rates) + 1.0  # fill(hi_k) holds min(batch, sum(high))
+    for _ in range(200):
+        mid = (lo_k + hi_k) / 2
+        if mid in (lo_k, hi_k):
+            break
+        if sum(fill(mid)) <= batch:
+            lo_k = mid
+        else:
+            hi_k = mid
+    return fill(lo_k)
 
 
 def step_time(shares: Sequence[int], rates: Sequence[float]) -> float:

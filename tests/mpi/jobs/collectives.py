@@ -60,6 +60,20 @@ for seed, n in enumerate(sizes):
         bad.append((n, "float32", "sum, 12-byte segments"))
 report(check="exact", sizes=sizes, bad=[list(map(str, b)) for b in bad])
 
+# ---- max and min: every dtype, the same on every rank --------------------------------------
+bad = []
+for seed, n in enumerate(sizes):
+    xs = inputs(seed + 50, n)
+    for op, reduce in (("max", np.maximum), ("min", np.minimum)):
+        want = reduce.reduce(np.stack(xs), axis=0) if n else np.zeros(0, np.float32)
+        for dtype in ("float32", "float64", "float16", "bfloat16", "int32"):
+            x = xs[RANK].astype(dtype) if dtype in ("float32", "float64", "int32") else as_dtype(
+                xs[RANK], dtype)
+            out = dist.all_reduce(x, op=op)
+            if out is not x or not np.array_equal(to_f32(out), want):
+                bad.append((n, dtype, op))
+report(check="extremum", bad=[list(map(str, b)) for b in bad])
+
 # ---- codecs: wire ratio, identical results on every rank, error feedback ----------------------
 n = 1 << 16
 base = np.random.default_rng(7 + RANK).standard_normal(n).astype(np.float32)
@@ -104,14 +118,14 @@ dist.all_reduce(ints)
 g = dist.all_gather(np.full((RANK + 1, 2), RANK, np.int32))
 gt = dist.all_gather(nx.tensor(np.array([RANK], np.float32)))
 report(check="broadcast", array=a.tolist(), tensor=to_f32(t).tolist(), ints=ints.tolist(),
-       gathered=g.tolist(), gathered_tensor=gt.numpy().tolist())
+       gathered=[p.tolist() for p in g], gathered_tensor=[p.numpy().tolist() for p in gt])
 
 # ---- argument errors raise on every rank alike, and the world keeps working --------------------
 errors = {}
 for name, call in {
     "float64 with int8": lambda: dist.all_reduce(np.ones(4), compression="int8"),
     "unknown codec": lambda: dist.all_reduce(np.ones(4, np.float32), compression="zip"),
-    "unknown op": lambda: dist.all_reduce(np.ones(4, np.float32), op="max"),
+    "unknown op": lambda: dist.all_reduce(np.ones(4, np.float32), op="prod"),
     "read-only array": lambda: dist.all_reduce(np.broadcast_to(np.ones(1, np.float32), (4,))),
     "list": lambda: dist.all_reduce([1.0, 2.0]),
     "bad root": lambda: dist.broadcast(np.ones(2), root=N),
