@@ -352,7 +352,7 @@ std::vector<Tensor> Program::run_rows(const std::vector<Tensor>& inputs, const s
     merge_into(keep, shape, st, lead, shape.size());
     const int64_t n = keep.shape.back();
     for (size_t o = 0; o < nside; ++o)
-      NX_ASSERT(keep.strides[nin + o].back() == 1, "side outputs are contiguous along the kept dims");
+      NX_ASSERT(n == 1 || keep.strides[nin + o].back() == 1, "side outputs are contiguous along the kept dims");
     std::vector<int64_t> inner;
     const std::vector<Access> access = inner_access(keep, nin, n, inner);
     Fn fn = variant(access);

@@ -43,7 +43,7 @@ class Scan:
     """What one walk found: ``key`` (hashable), ``tensors`` and the objects guarded by identity
     (``keep`` holds them so that their ids are not reused while a trace depends on them)."""
 
-    __slots__ = ("key", "tensors", "keep")
+    __slots__ = ("keep", "key", "tensors")
 
     def __init__(self):
         self.key: list = []

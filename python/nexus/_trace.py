@@ -32,14 +32,20 @@ RECORDED = frozenset({
     "softmax", "log_softmax", "cross_entropy", "max_pool2d", "avg_pool2d", "dropout",
     "layer_norm", "batch_norm", "arange", "rand", "randn", "from_numpy",
 })
-# The _C functions a trace cannot replay, with the reason.
+# The _C functions a trace cannot replay, with the reason (and any name ending in "_": in place).
 REFUSED = {
     "copy_": "an in-place write into a tensor",
+    "index_copy_": "an in-place write into a tensor (t[i] = v)",
     "from_dlpack_capsule": "a DLPack capsule (it is consumed once; pass the tensor as an argument)",
-    "step": "an optimizer update (in place)",
-    "clip_grad_norm": "gradient clipping (in place)",
-    "global_grad_norm": "a gradient norm (gradients are not traced)",
+    "manual_seed": "reseeding the generator (a replayed trace would not reseed)",
 }
+# The _C functions that are not ops on tensors: they run as usual inside a trace.
+# (tests/python/test_jit_guards.py checks that every function of _C is in exactly one of the three.)
+NOT_OPS = frozenset({
+    "batch_count", "build_info", "get_num_threads", "set_num_threads", "is_grad_enabled",
+    "set_grad_enabled", "knob_value", "knobs", "parse_csv", "parse_idx", "parse_jsonl", "read_csv",
+    "read_idx", "read_jsonl", "set_buffer_exports", "write_atomic",
+})
 # The modules whose ``_C`` calls are the Python surface's ops (tests/python/test_jit_guards.py
 # checks that no other module of the package calls a RECORDED function).
 DISPATCHERS = ("nexus.functional", "nexus.tensor")
@@ -185,9 +191,11 @@ class _RecordingC:
         tracer = self._tracer
         if threading.get_ident() != tracer.thread:
             return real  # other threads' eager ops run untouched while this one traces
-        if name in REFUSED:
+        if name in REFUSED or name.endswith("_"):
+            why = REFUSED.get(name, "an in-place write into a tensor")
+
             def refuse(*args, **kwargs):
-                raise TraceError(f"nx.jit: at {user_location()}: {REFUSED[name]} cannot be traced; "
+                raise TraceError(f"nx.jit: at {user_location()}: {why} ({name}) cannot be traced; "
                                  "move it out of the jit function")
             return refuse
         if name not in RECORDED:

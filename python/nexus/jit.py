@@ -29,15 +29,13 @@ import glob
 import importlib.util
 import os
 
-from . import _C
-from . import _guards
-from . import _trace
+from . import _C, _guards, _trace
 from ._trace import TraceError
 
 Tensor = _C.Tensor
 _CG = _C.codegen
 
-__all__ = ["jit", "TraceError", "jit_config"]
+__all__ = ["TraceError", "jit", "jit_config"]
 
 
 def jit_config() -> dict:
