@@ -37,6 +37,8 @@ _ITEMS = 256   # longer containers are guarded by identity
 _OWN = "nexus"  # the package's own functions are fixed code: not walked
 SCALARS = (numbers.Number, str, bytes, type(None), enum.Enum, np.generic)
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, types.BuiltinMethodType)
+_PLAIN = {int, bool, str, type(None)}  # keyed by value as they are (floats need their bits)
+_BY_IDENTITY = {types.ModuleType, type, types.BuiltinFunctionType}
 
 
 class Scan:
@@ -86,9 +88,9 @@ def _function(fn, s: Scan, shape_key, seen: set, depth: int) -> None:
     s.key.append(("fn", id(fn), id(code)))
     s.keep.append(fn)
     globs = getattr(fn, "__globals__", {})
-    for name in sorted(_names(code)):
+    for name in _names(code):
         if name in globs:
-            s.key.append(("g", name))
+            s.key.append(name)
             _value(globs[name], s, shape_key, seen, depth)
     for cell in fn.__closure__ or ():
         try:
@@ -112,17 +114,23 @@ def scalar_key(v) -> tuple:
 
 
 @functools.lru_cache(maxsize=4096)
-def _names(code: types.CodeType) -> frozenset[str]:
-    """Global (and attribute) names read by ``code`` and the code objects nested in it."""
+def _names(code: types.CodeType) -> tuple[str, ...]:
+    """Global (and attribute) names read by ``code`` and the code objects nested in it, sorted."""
     names = set(code.co_names)
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
-            names |= _names(c)
-    return frozenset(names)
+            names.update(_names(c))
+    return tuple(sorted(names))
 
 
 def _value(v, s: Scan, shape_key, seen: set, depth: int) -> None:
-    if isinstance(v, Tensor):
+    t = type(v)
+    if t in _PLAIN:  # the common cases first, without ABC checks
+        s.key.append((t, v))
+    elif t in _BY_IDENTITY:
+        s.key.append(("id", id(v)))
+        s.keep.append(v)
+    elif isinstance(v, Tensor):
         s.key.append(("T", shape_key(v)))
         s.tensors.append(v)
     elif isinstance(v, SCALARS):

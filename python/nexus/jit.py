@@ -138,8 +138,11 @@ class JitFunction:
         functools.update_wrapper(self, fn)
 
     def _plan(self, args: tuple, kwargs: dict) -> tuple[_Plan, list, list]:
-        leaves: list = []
-        struct = (_structure(args, leaves), _structure(kwargs, leaves))
+        if not kwargs and all(type(a) is Tensor for a in args):  # the common case, quickly
+            leaves, struct = list(args), len(args)
+        else:
+            leaves = []
+            struct = (_structure(args, leaves), _structure(kwargs, leaves))
         scan = _guards.scan(self.fn, _exact)
         if _C.is_grad_enabled():
             for t in leaves + scan.tensors:
