@@ -96,14 +96,14 @@ def bandwidth_rows(comm, dist, gloo, rounds):
         comm.Allreduce(MPI.IN_PLACE, peer)
         if not np.array_equal(ours, peer):
             raise SystemExit(f"check failed: ring and MPI_Allreduce differ at {mb} MB")
-        fns = [lambda: dist.all_reduce(ours), lambda: comm.Allreduce(MPI.IN_PLACE, peer)]
+        fns = [lambda: dist.all_reduce(ours), lambda: comm.Allreduce(MPI.IN_PLACE, peer)]  # noqa: B023 (timed now)
         if gloo is not None:
             torch, td = gloo
             tt = torch.from_numpy(base.copy())
             td.all_reduce(tt)
             if not np.array_equal(tt.numpy(), np.asarray(dist.all_reduce(base.copy()))):
                 raise SystemExit(f"check failed: ring and gloo differ at {mb} MB")
-            fns.append(lambda: td.all_reduce(tt))
+            fns.append(lambda: td.all_reduce(tt))  # noqa: B023 (timed now)
         t = timed(comm, fns, rounds)
         row = [n, f"{mb} MB", fmt_ms(t[0]), f"{busbw(count * 4, n, t[0]):.2f}",
                fmt_ms(t[1]), f"{busbw(count * 4, n, t[1]):.2f}", f"{t[1] / t[0]:.2f}x"]
@@ -119,7 +119,7 @@ def codec_rows(comm, dist, rounds):
     rows, times = [], {}
     for codec in CODECS:
         buf = x.copy()
-        (times[codec],) = timed(comm, [lambda: dist.all_reduce(buf, compression=codec)], rounds)
+        (times[codec],) = timed(comm, [lambda: dist.all_reduce(buf, compression=codec)], rounds)  # noqa: B023
         s = dist.last_stats()
         ratio = s.bytes_sent / s.bytes_uncompressed
         bar = WIRE_BARS.get(codec)

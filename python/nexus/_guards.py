@@ -80,7 +80,7 @@ def _function(fn, s: Scan, shape_key, seen: set, depth: int) -> None:
         return
     code = getattr(fn, "__code__", None)
     if code is None:  # a callable object: its class's __call__ and its attributes
-        call = getattr(type(fn), "__call__", None)
+        call = type(fn).__dict__.get("__call__")
         if isinstance(call, types.FunctionType):
             _function(call, s, shape_key, seen, depth)
         _object(fn, s, shape_key, seen, depth)

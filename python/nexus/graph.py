@@ -195,7 +195,8 @@ class GraphBuilder:
 
     @_transaction
     def dropout(self, p: float, name: str | None = None) -> "GraphBuilder":
-        """Zeroes each value with probability ``p`` in [0, 1] while training (p=1 gives zeros, as PyTorch) (inverted dropout)."""
+        """Inverted dropout: zeroes each value with probability ``p`` in [0, 1] while training
+        and scales the rest by 1/(1-p) (p=1 gives zeros, as PyTorch)."""
         e, at = self._entry("dropout", name)
         e["p"] = _args.number(at, "p", p, 0.0, 1.0)
         return self._apply(e)

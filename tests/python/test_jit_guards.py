@@ -58,7 +58,9 @@ def test_a_new_shape_never_gets_the_old_data():
 
 
 def test_shape_dependent_python_retraces():
-    fn = lambda t: t * 2 if t.shape[0] > 3 else t * 3
+    def fn(t):
+        return t * 2 if t.shape[0] > 3 else t * 3
+
     f = nx.jit(fn)
     assert f(nx.ones(5)).tolist() == [2.0] * 5
     assert f(nx.ones(2)).tolist() == [3.0] * 2

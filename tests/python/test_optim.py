@@ -335,7 +335,7 @@ def test_native_step_matches_the_reference(rng):
     config = _C.optim.Config(kind=_C.optim.Config.Kind.SGD, momentum=0.9, nesterov=True,
                              weight_decay=0.01)
     state = _C.optim.State()
-    for k, gs in enumerate(grads):
+    for gs in grads:
         _C.optim.step(config, 0.05, ts, [None if g is None else nx.tensor(g) for g in gs], state)
     want = ref_sgd(params, grads, 0.05, momentum=0.9, nesterov=True, weight_decay=0.01)
     assert_close([t.numpy() for t in ts], want)

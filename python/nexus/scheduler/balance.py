@@ -4,8 +4,9 @@ re-solved every ``every`` steps, changed only when the predicted gain beats ``hy
 A rank's busy time in a step is everything but waiting for the others (DataParallel's
 ``last_busy_seconds``: the update, the data, forward and backward; on a shared core, also the
 time the core gave to the other rank), so equal busy times are what makes nobody wait. A rank's
-rate over a window of steps is its samples over its busy seconds, summed over the window (single steps of a few milliseconds are at the mercy of the OS scheduler's time slices
-when ranks share cores); the estimate is an exponential moving average of window rates.
+rate over a window of steps is its samples over its busy seconds, summed over the window
+(single steps of a few milliseconds are at the mercy of the OS scheduler's time slices when
+ranks share cores); the estimate is an exponential moving average of window rates.
 
 Every rank feeds the same numbers (the step's busy seconds are all-reduced) through the same
 arithmetic, so every rank takes the same decision without another message.

@@ -21,14 +21,12 @@ requested only when the ranks' memory cannot hold it.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import _C
 from ..graph import GraphBuilder
 from ..model import _as_features, _as_labels, check_samples
 from .balance import AdaptiveBalancer, RunMeter
@@ -129,8 +127,8 @@ class Scheduler:
         measured slower than the cluster's threshold). ``log_file``: JSON lines (plan, steps,
         rebalances, epochs) from rank 0; ``heatmap_png``: the ranks x time heat map, saved at the
         end by rank 0; ``live``: redraw it in the terminal while training (default: when stdout
-        is a terminal; never with ``verbose=False``). ``max_steps`` stops early (for smoke runs). ``shares``: the first split
-        (per-rank sizes summing to the batch) instead of the probe's, for "static" and
+        is a terminal; never with ``verbose=False``). ``max_steps`` stops early (for smoke runs).
+        ``shares``: the first split (per-rank sizes summing to the batch) instead of the probe's, for "static" and
         "adaptive" (say, the split an earlier run ended with).
         """
         from .. import distributed as dist  # noqa: PLC0415
