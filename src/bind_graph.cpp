@@ -4,6 +4,7 @@
 #include "bindings.h"
 #include "engine/compiled_model.h"
 #include "engine/executor.h"
+#include "engine/traced.h"
 #include "grad_ready_hook.h"
 
 namespace py = pybind11;
@@ -36,17 +37,21 @@ void bind_graph(py::module_& m) {
          py::arg("floats") = std::vector<double>{})
       .def("add_traced", [](Graph& g, OpKind k, std::vector<int> in, const std::string& name, ops::UnaryOp u,
                             ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats,
-                            int reduce, bool keepdims, Shape shape, DType dtype) {
+                            int reduce, bool keepdims, Shape shape, DType dtype, uint32_t absent) {
         graph::Attrs a = attrs(u, b, std::move(ints), std::move(floats));
         a.reduce = uint8_t(reduce);
         a.keepdims = keepdims;
+        a.absent = absent;
         return g.add_node(k, std::move(in), std::move(a), name, std::move(shape), dtype);
-      })
+      }, py::arg("kind"), py::arg("inputs"), py::arg("name"), py::arg("unary"), py::arg("binary"), py::arg("ints"),
+         py::arg("floats"), py::arg("reduce"), py::arg("keepdims"), py::arg("shape"), py::arg("dtype"),
+         py::arg("absent") = 0)
       .def("value_shape", [](const Graph& g, int v) { return g.value(v).shape; })
       .def("value_dtype", [](const Graph& g, int v) { return g.value(v).dtype; })
       .def("infer_shapes", &engine::infer_shapes)
       .def("dump", &Graph::dump)
       .def("node_output", [](const Graph& g, size_t i) { return g.nodes().at(i).outputs.at(0); })
+      .def("node_kind", [](const Graph& g, size_t i) { return g.nodes().at(i).kind; })
       .def_readwrite("output", &Graph::output)
       .def_readwrite("loss", &Graph::loss)
       .def_readonly("params", &Graph::params)
@@ -55,6 +60,15 @@ void bind_graph(py::module_& m) {
       .def_property_readonly("num_values", [](const Graph& g) { return g.values().size(); });
 
   auto nogil = py::call_guard<py::gil_scoped_release>();
+  py::class_<engine::TracedProgram>(m, "TracedProgram")
+      .def(py::init<Graph, std::vector<int>, bool>(), py::arg("graph"), py::arg("roots"), py::arg("fuse") = true)
+      .def("run", &engine::TracedProgram::run, py::arg("inputs"), nogil)
+      .def_property_readonly("fused", [](const engine::TracedProgram& p) {
+        return p.fusion() ? p.fusion()->fused : codegen::FusedGraph{};
+      })
+      .def_property_readonly("live", &engine::TracedProgram::live)
+      .def("dump", [](const engine::TracedProgram& p) { return p.graph().dump(); });
+
   py::class_<engine::CompiledModel>(m, "CompiledModel")
       .def(py::init<Graph, std::vector<Tensor>, std::vector<Tensor>, bool>(), py::arg("graph"),
            py::arg("params"), py::arg("buffers"), py::arg("fuse") = true)

@@ -50,20 +50,9 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
 }
 
 std::vector<int> CompiledModel::results_last_use(const std::vector<bool>& run) const {
-  std::vector<int> last = graph::last_uses(g_, run);
-  // A fused group reads its members' inputs when it runs: at its last member.
-  if (fusion_)
-    for (size_t k = 0; k < fusion_->fused.groups.size(); ++k) {
-      if (!fusion_->usable(int(k), run)) continue;
-      const std::vector<int>& members = fusion_->fused.groups[k].group.nodes;
-      for (int m : members)
-        for (int v : g_.nodes()[size_t(m)].inputs) last[size_t(v)] = std::max(last[size_t(v)], members.back());
-    }
   std::vector<int> keep = g_.param_grads;
   keep.insert(keep.end(), {g_.output, g_.loss});
-  for (int v : keep)
-    if (v >= 0) last[size_t(v)] = INT_MAX;
-  return last;
+  return last_uses(g_, fusion_.get(), run, keep);
 }
 
 CompiledModel::Traffic CompiledModel::step_traffic(int64_t batch) const {

@@ -1,5 +1,10 @@
 #include "engine/executor.h"
 
+#include <algorithm>
+#include <climits>
+
+#include "graph/passes/passes.h"
+
 #include "ops/derivatives.h"
 #include "ops/ops.h"
 #include "tensor/tape.h"
@@ -11,6 +16,17 @@ using graph::Node;
 using graph::OpKind;
 
 static Tensor opt(const std::vector<Tensor>& in, size_t i) { return i < in.size() ? in[i] : Tensor(); }
+
+std::vector<Tensor> node_inputs(const Node& n, const std::vector<Tensor>& env) {
+  std::vector<Tensor> in;
+  in.reserve(n.inputs.size());
+  size_t next = 0;
+  for (uint32_t k = 0; next < n.inputs.size(); ++k) {
+    if (k < 32 && (n.attrs.absent >> k & 1u)) in.emplace_back();
+    else in.push_back(env[size_t(n.inputs[next++])]);
+  }
+  return in;
+}
 
 Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool training) {
   const auto& I = n.attrs.ints;
@@ -27,10 +43,12 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
     case OpKind::Conv2d: return ops::conv2d(in[0], in[1], opt(in, 2), I[0], I[1], I[2], I[3]);
     case OpKind::MaxPool2d: return ops::max_pool2d(in[0], I[0], I[1], I[2], I[3]);
     case OpKind::AvgPool2d: return ops::avg_pool2d(in[0], I[0], I[1], I[2], I[3]);
-    case OpKind::Dropout: return ops::dropout(in[0], F[0], training);
+    // Dropout and BatchNorm follow the pass's mode unless the node fixes it (ints[0], nx.jit).
+    case OpKind::Dropout: return ops::dropout(in[0], F[0], I.empty() ? training : I[0] != 0);
     case OpKind::BatchNorm:  // inputs: x, weight, bias, running_mean, running_var
-      return ops::batch_norm(in[0], in[3], in[4], in[1], in[2], training, F[0], F[1]);
-    case OpKind::LayerNorm: return ops::layer_norm(in[0], Shape(I.begin(), I.end()), in[1], in[2], F[0]);
+      return ops::batch_norm(in[0], opt(in, 3), opt(in, 4), opt(in, 1), opt(in, 2),
+                             I.empty() ? training : I[0] != 0, F[0], F[1]);
+    case OpKind::LayerNorm: return ops::layer_norm(in[0], Shape(I.begin(), I.end()), opt(in, 1), opt(in, 2), F[0]);
     case OpKind::Softmax: return ops::softmax(in[0], I[0]);
     case OpKind::LogSoftmax: return ops::log_softmax(in[0], I[0]);
     case OpKind::CrossEntropy: return ops::cross_entropy(in[0], in[1], ops::Reduction(I[0]));
@@ -41,17 +59,44 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
       static constexpr R reduce[] = {ops::sum, ops::mean, ops::amax, ops::amin};
       return reduce[n.attrs.reduce](in[0], I, n.attrs.keepdims);
     }
+    case OpKind::Permute: return ops::permute(in[0], I);
+    case OpKind::Expand: return ops::expand(in[0], Shape(I.begin(), I.end()));
+    case OpKind::Slice: return ops::slice(in[0], I[0], I[1], I[2], I[3]);
+    case OpKind::Select: return ops::select(in[0], I[0], I[1]);
+    case OpKind::Unsqueeze: return ops::unsqueeze(in[0], I[0]);
+    case OpKind::IndexSelect: return ops::index_select(in[0], in[1]);
+    case OpKind::Stack: return ops::stack(in, I[0]);
+    case OpKind::Contiguous: return ops::contiguous(in[0], I[0] != 0);
+    case OpKind::Argmax:  // ints: keepdims[, axis]
+      return ops::argmax(in[0], I.size() > 1 ? std::optional<int64_t>(I[1]) : std::nullopt, I[0] != 0);
+    case OpKind::Var: return ops::var(in[0], I, n.attrs.keepdims, int64_t(F[0]));
+    case OpKind::LogSumExp: return ops::logsumexp(in[0], I, n.attrs.keepdims);
+    case OpKind::Detach: return in[0].detach();
     default: break;
   }
   NX_ASSERT(false, "no forward rule for node kind ", graph::kind_name(n.kind));
   return {};
 }
 
-// The nodes whose result dtype is the value's, not the op's: a constant and a conversion.
-static Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, DType dtype) {
-  if (n.kind == OpKind::Const) return ops::full({}, n.attrs.floats.at(0), dtype);
+// The nodes whose result is described by the value (its dtype, and for sources its shape), not
+// by their inputs: constants, conversions and generators.
+static bool typed(OpKind k) {
+  return k == OpKind::Const || k == OpKind::Cast || k == OpKind::Fill || k == OpKind::Arange ||
+         k == OpKind::Rand || k == OpKind::Randn;
+}
+
+static Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, const graph::Value& v) {
+  const auto& F = n.attrs.floats;
+  switch (n.kind) {
+    case OpKind::Const: return ops::full({}, F.at(0), v.dtype);
+    case OpKind::Fill: return ops::full(v.shape, F.at(0), v.dtype);
+    case OpKind::Arange: return ops::arange(F.at(0), F.at(1), F.at(2), v.dtype);
+    case OpKind::Rand: return ops::rand(v.shape, v.dtype);
+    case OpKind::Randn: return ops::randn(v.shape, v.dtype);
+    default: break;
+  }
   autograd::NoGradGuard no_grad;  // autodiff differentiates the graph, never this tape
-  return ops::astype(in.at(0), dtype);
+  return ops::astype(in.at(0), v.dtype);
 }
 
 // Rethrows the current exception with the layer named, keeping its type.
@@ -83,16 +128,14 @@ void infer_shapes(graph::Graph& g) {
       env[size_t(out)] = Tensor::zeros(s, v.dtype);
       continue;
     }
-    std::vector<Tensor> in;
-    for (int id : n.inputs) in.push_back(env[size_t(id)]);
+    std::vector<Tensor> in = node_inputs(n, env);
     try {
-      const bool typed = n.kind == OpKind::Const || n.kind == OpKind::Cast;
       if (n.kind == OpKind::Binary) {  // metadata only: a placeholder 0 must not divide integers
         const ops::BinaryOp op = n.attrs.binary;
         env[size_t(out)] = Tensor::zeros(ops::binary_shape(op, in[0], in[1]),
                                          ops::binary_result_dtype(op, in[0].dtype(), in[1].dtype()));
       } else {
-        env[size_t(out)] = typed ? run_typed_node(n, in, v.dtype) : run_forward_node(n, in, /*training=*/false);
+        env[size_t(out)] = typed(n.kind) ? run_typed_node(n, in, v) : run_forward_node(n, in, /*training=*/false);
       }
     } catch (const std::invalid_argument&) {
       rethrow_naming(n);
@@ -120,6 +163,20 @@ static std::vector<int> grad_roots(const graph::Graph& g) {
   return roots;
 }
 
+Fusion::Fusion(const graph::Graph& g, const std::vector<int>& roots) : group_of(g.nodes().size(), -1) {
+  fused = codegen::fuse_graph(g, roots, 0, int(g.nodes().size()));
+  index(g);
+}
+
+void Fusion::index(const graph::Graph& g) {
+  // A group of one op reads and writes what the op does: it runs as the op (nothing to compile).
+  std::erase_if(fused.groups, [](const codegen::FusedGroup& grp) { return grp.group.nodes.size() == 1; });
+  std::fill(group_of.begin(), group_of.end(), -1);
+  group_of.resize(g.nodes().size(), -1);
+  for (size_t k = 0; k < fused.groups.size(); ++k)
+    for (int m : fused.groups[k].group.nodes) group_of[size_t(m)] = int(k);
+}
+
 Fusion::Fusion(const graph::Graph& g, int forward_end) : group_of(g.nodes().size(), -1) {
   const std::vector<int> roots = grad_roots(g);
   fused = codegen::fuse_graph(g, roots, 0, forward_end);
@@ -127,10 +184,23 @@ Fusion::Fusion(const graph::Graph& g, int forward_end) : group_of(g.nodes().size
   codegen::FusedGraph backward = codegen::fuse_graph(g, roots, forward_end, int(g.nodes().size()));
   for (auto& grp : backward.groups) fused.groups.push_back(std::move(grp));
   for (auto& r : backward.refusals) fused.refusals.push_back(std::move(r));
-  // A group of one op reads and writes what the op does: it runs as the op (nothing to compile).
-  std::erase_if(fused.groups, [](const codegen::FusedGroup& grp) { return grp.group.nodes.size() == 1; });
-  for (size_t k = 0; k < fused.groups.size(); ++k)
-    for (int m : fused.groups[k].group.nodes) group_of[size_t(m)] = int(k);
+  index(g);
+}
+
+std::vector<int> last_uses(const graph::Graph& g, const Fusion* fusion, const std::vector<bool>& run,
+                           const std::vector<int>& keep) {
+  std::vector<int> last = graph::last_uses(g, run);
+  // A fused group reads its members' inputs when it runs: at its last member.
+  if (fusion)
+    for (size_t k = 0; k < fusion->fused.groups.size(); ++k) {
+      if (!fusion->usable(int(k), run)) continue;
+      const std::vector<int>& members = fusion->fused.groups[k].group.nodes;
+      for (int m : members)
+        for (int v : g.nodes()[size_t(m)].inputs) last[size_t(v)] = std::max(last[size_t(v)], members.back());
+    }
+  for (int v : keep)
+    if (v >= 0) last[size_t(v)] = INT_MAX;
+  return last;
 }
 
 bool Fusion::usable(int group, const std::vector<bool>& run) const {
@@ -188,17 +258,17 @@ void Executor::run_group(int group) {
 
 void Executor::forward(size_t i, bool record, bool training) {
   const Node& n = g_.nodes()[i];
-  std::vector<Tensor> in;
-  for (int v : n.inputs) in.push_back(env_[size_t(v)]);
+  std::vector<Tensor> in = node_inputs(n, env_);
   Tensor out;
+  if (typed(n.kind)) {
+    env_[size_t(n.outputs[0])] = run_typed_node(n, in, g_.value(n.outputs[0]));
+    return;
+  }
   switch (n.kind) {
     case OpKind::Input: case OpKind::Param: case OpKind::Buffer:
       return;  // set by the caller
     case OpKind::OnesLike:
       out = ops::full(in[0].shape(), 1.0, in[0].dtype());
-      break;
-    case OpKind::Const: case OpKind::Cast:
-      out = run_typed_node(n, in, g_.value(n.outputs[0]).dtype);
       break;
     default:
       if (!record) {

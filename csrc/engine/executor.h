@@ -19,10 +19,23 @@ struct Fusion {
   std::vector<int> group_of;  // per node: its group, or -1
 
   Fusion(const graph::Graph& g, int forward_end);
+  // A graph without a backward (an nx.jit trace): one partition for the values `roots` need.
+  Fusion(const graph::Graph& g, const std::vector<int>& roots);
   // The group runs fused only when every member is in `run` (a subset pass, such as predict,
   // may need only part of a group: its members then run one by one).
   bool usable(int group, const std::vector<bool>& run) const;
+
+ private:
+  void index(const graph::Graph& g);  // drops one-op groups; fills group_of
 };
+
+// When each value of a pass over the nodes in `run` can be freed: after its last reader, a fused
+// group counting as reading at its last member; the values in `keep` are never freed.
+std::vector<int> last_uses(const graph::Graph& g, const Fusion* fusion, const std::vector<bool>& run,
+                           const std::vector<int>& keep);
+
+// Node n's inputs from `env`, with an undefined tensor where n's attrs mark an optional input absent.
+std::vector<Tensor> node_inputs(const graph::Node& n, const std::vector<Tensor>& env);
 
 // One forward node on concrete inputs (in the order of node.inputs).
 Tensor run_forward_node(const graph::Node& node, const std::vector<Tensor>& inputs, bool training);

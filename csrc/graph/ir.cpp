@@ -9,7 +9,10 @@ const char* kind_name(OpKind k) {
                                 "conv2d", "max_pool2d", "avg_pool2d", "dropout", "batch_norm",
                                 "layer_norm", "softmax", "log_softmax", "cross_entropy", "concat",
                                 "ones_like", "grad", "const", "cast", "where",
-                                "reduce", "opaque"};
+                                "reduce", "fill", "arange", "rand", "randn", "permute", "expand",
+                                "slice", "select", "unsqueeze", "index_select", "stack",
+                                "contiguous", "argmax", "var", "logsumexp", "detach", "opaque"};
+  static_assert(sizeof(names) / sizeof(names[0]) == size_t(OpKind::Opaque) + 1, "one name per kind");
   return names[int(k)];
 }
 

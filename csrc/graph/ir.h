@@ -29,6 +29,22 @@ enum class OpKind : uint8_t {
   Cast,       // its input converted to the value's dtype
   Where,      // where(cond, a, b)
   Reduce,     // attrs.reduce over attrs.ints (axes, sorted; empty = all), attrs.keepdims
+  // the rest of the tensor API, as nx.jit records it (the value gives shape and dtype where needed)
+  Fill,       // the value's shape filled with floats[0]
+  Arange,     // floats: start, stop, step
+  Rand, Randn,  // the value's shape, from the generator
+  Permute,    // ints: dims
+  Expand,     // ints: shape
+  Slice,      // ints: axis, start, stop, step
+  Select,     // ints: axis, index
+  Unsqueeze,  // ints: axis
+  IndexSelect,  // (x, index): rows of x along axis 0
+  Stack,      // ints: axis
+  Contiguous,  // ints: force_copy (a clone)
+  Argmax,     // ints: axis (absent: over all), keepdims
+  Var,        // ints: axes; floats: ddof; attrs.keepdims
+  LogSumExp,  // ints: axes; attrs.keepdims
+  Detach,     // the input without its autograd history
   Opaque,     // an op the graph only orders (run as a regular op; never fused)
 };
 
@@ -40,7 +56,8 @@ struct Attrs {
   std::vector<int64_t> ints;  // strides, paddings, kernel sizes, axes, shapes
   std::vector<double> floats;  // p, eps, momentum
   uint8_t reduce = 0;          // Reduce: 0 sum, 1 mean, 2 max, 3 min
-  bool keepdims = false;       // Reduce
+  bool keepdims = false;       // Reduce, Var, LogSumExp
+  uint32_t absent = 0;         // optional inputs left out: bit k set = input k is none
 };
 
 struct Value {

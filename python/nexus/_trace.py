@@ -56,9 +56,6 @@ FORBIDDEN = ("numpy", "item", "tolist", "__bool__", "__float__", "__int__", "__i
 # Reading these makes the trace shape-specific.
 SHAPE_READS = ("shape", "size", "strides", "__len__", "__iter__")
 
-_REDUCE = {"sum": 0, "mean": 1, "amax": 2, "amin": 3}
-_NODE_KIND = {"unary": _K.unary, "binary": _K.binary, "where": _K.where, "astype": _K.cast,
-              "matmul": _K.matmul, "conv2d": _K.conv2d}
 # Ops whose recorded form depends only on input ranks and dtypes (a trace made of these alone,
 # that read no shape, is reused for any shape of the same class).
 _SHAPE_FREE = {"unary", "binary", "where", "astype", "sum", "mean", "amax", "amin", "matmul"}
@@ -89,28 +86,26 @@ def user_location() -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
-class Ref(int):
-    """A traced value in an op's argument template."""
-
-
 class Tracer:
-    """The graph a trace builds, and where each of its values came from."""
+    """The graph a trace builds, and where each of its inputs comes from."""
 
     def __init__(self, captures: list):
         self.thread = threading.get_ident()
         self.graph = _C.Graph()
         self.values: dict[int, int] = {}   # id(tensor) -> value id
         self.keep: list = []               # every tensor seen (keeps the ids unique)
-        self.calls: dict[int, tuple] = {}  # value id -> (callable, argument template)
         self.capture_index = {id(t): k for k, t in enumerate(captures)}
-        self.captures: dict[int, int] = {}  # value id -> index into the guard walk's tensors
+        # per graph input, in order: ("arg", i), ("capture", k) (the guard walk's k-th tensor) or
+        # ("const", tensor) (data made at trace time: nx.tensor([...]) inside the function)
+        self.sources: list[tuple] = []
         self.shape_free = True
         self.read_shape = False
 
-    def bind_input(self, name: str, t: Tensor) -> int:
+    def bind_input(self, name: str, t: Tensor, source: tuple) -> int:
         v = self.graph.add_input(name, list(_shape_of(t)), t._dtype)
         self.values[id(t)] = v
         self.keep.append(t)
+        self.sources.append(source)
         return v
 
     def value(self, t: Tensor) -> int:
@@ -124,60 +119,112 @@ class Tracer:
                 "not the result of an op inside the function, and not reachable from the function's "
                 "closure or globals (for example an attribute of a module, or a tensor produced by a "
                 "call the tracer cannot see); its value would be frozen. Pass it as an argument.")
-        v = self.bind_input(f"capture{len(self.captures)}", t)
-        self.captures[v] = k
-        return v
+        return self.bind_input(f"capture{k}", t, ("capture", k))
 
-    def template(self, a):
-        if isinstance(a, Tensor):
-            return Ref(self.value(a))
-        if isinstance(a, (list, tuple)):
-            return type(a)(self.template(x) for x in a)
-        return a
-
-    def record(self, name: str, fn, args: tuple, out) -> None:
+    def record(self, name: str, args: tuple, out) -> None:
         if not isinstance(out, Tensor):
             return
-        tmpl = self.template(args)
-        inputs = values_in(tmpl)
-        kind, unary, binary, ints, floats, red, keep = _K.opaque, _C.UnaryOp.neg, _C.BinaryOp.add, [], [], 0, False
-        if name in _NODE_KIND:
-            kind = _NODE_KIND[name]
-            if name == "unary":
-                unary = args[0]
-            elif name == "binary":
-                binary = args[0]
-        elif name == "full" and list(args[0]) == []:
-            kind, floats = _K.const, [float(args[1])]
-        elif name in _REDUCE and _ndim_of(args[0]) > 0:
-            ndim = _ndim_of(args[0])
-            axes = sorted({a % ndim for a in args[1]}) if args[1] else list(range(ndim))
-            kind, ints, red, keep = _K.reduce, axes, _REDUCE[name], bool(args[2])
-        if name not in _SHAPE_FREE and kind != _K.const:
+        if name == "from_numpy":  # data the function made: a constant input
+            self.bind_input(f"const{len(self.sources)}", out, ("const", out))
+            return
+        node = _lower(name, args, out)
+        if name not in _SHAPE_FREE and node.kind != _K.const:
             self.shape_free = False
-        v = self.graph.add_traced(kind, inputs, name, unary, binary, ints, floats, red, keep,
-                                  list(_shape_of(out)), out._dtype)
-        self.calls[v] = (fn, tmpl)
+        inputs = [self.value(t) for t in node.inputs]
+        v = self.graph.add_traced(
+            kind=node.kind, inputs=inputs, name=name, unary=node.unary, binary=node.binary,
+            ints=node.ints, floats=node.floats, reduce=node.reduce, keepdims=node.keepdims,
+            absent=node.absent, shape=list(_shape_of(out)), dtype=out._dtype)
         self.values[id(out)] = v
         self.keep.append(out)
 
 
-def values_in(tmpl) -> list[int]:
-    """The traced values an argument template reads, in order."""
-    if isinstance(tmpl, Ref):
-        return [int(tmpl)]
-    if isinstance(tmpl, (list, tuple)):
-        return [v for x in tmpl for v in values_in(x)]
-    return []
+class _Node:
+    """One recorded call as a graph node: its kind, its tensor inputs and its attributes."""
+
+    __slots__ = ("kind", "inputs", "unary", "binary", "ints", "floats", "reduce", "keepdims", "absent")
+
+    def __init__(self, kind, inputs=(), ints=(), floats=(), unary=_C.UnaryOp.neg, binary=_C.BinaryOp.add,
+                 reduce=0, keepdims=False, optional=()):
+        self.kind, self.unary, self.binary, self.reduce, self.keepdims = kind, unary, binary, reduce, keepdims
+        self.ints, self.floats = [int(i) for i in ints], [float(f) for f in floats]
+        present = list(inputs) + list(optional)
+        self.inputs = [t for t in present if t is not None]
+        self.absent = sum(1 << k for k, t in enumerate(present) if t is None)
 
 
-def resolve(tmpl, env: dict):
-    """The template with each traced value replaced by its tensor in ``env``."""
-    if isinstance(tmpl, Ref):
-        return env[int(tmpl)]
-    if isinstance(tmpl, (list, tuple)):
-        return type(tmpl)(resolve(x, env) for x in tmpl)
-    return tmpl
+_REDUCE = {"sum": 0, "mean": 1, "amax": 2, "amin": 3}
+
+
+def _axes(x: Tensor, axes) -> list[int]:
+    ndim = _ndim_of(x)
+    return sorted({a % ndim for a in axes}) if axes and ndim else list(range(ndim)) if ndim else []
+
+
+def _lower(name: str, a: tuple, out: Tensor) -> _Node:
+    """The graph node for ``_C.<name>(*a)`` that returned ``out`` (the op table of the trace;
+    csrc/engine/executor.cpp runs each kind)."""
+    if name == "unary":
+        return _Node(_K.unary, [a[1]], unary=a[0])
+    if name == "binary":
+        return _Node(_K.binary, [a[1], a[2]], binary=a[0])
+    if name == "where":
+        return _Node(_K.where, a[:3])
+    if name == "astype":
+        return _Node(_K.cast, [a[0]])
+    if name == "full":
+        return _Node(_K.const if list(a[0]) == [] else _K.fill, floats=[a[1]])
+    if name in _REDUCE:
+        return _Node(_K.reduce, [a[0]], ints=_axes(a[0], a[1]), reduce=_REDUCE[name], keepdims=bool(a[2]))
+    if name == "var":
+        return _Node(_K.var, [a[0]], ints=_axes(a[0], a[1]), keepdims=bool(a[2]), floats=[a[3]])
+    if name == "logsumexp":
+        return _Node(_K.logsumexp, [a[0]], ints=_axes(a[0], a[1]), keepdims=bool(a[2]))
+    if name == "argmax":
+        return _Node(_K.argmax, [a[0]], ints=[bool(a[2])] + ([] if a[1] is None else [a[1]]))
+    if name == "matmul":
+        return _Node(_K.matmul, a[:2])
+    if name == "conv2d":
+        return _Node(_K.conv2d, a[:2], ints=a[3:7], optional=[a[2]])
+    if name in ("reshape", "expand"):  # the resolved shape (-1 filled in)
+        return _Node(_K.reshape if name == "reshape" else _K.expand, [a[0]], ints=_shape_of(out))
+    if name == "permute":
+        return _Node(_K.permute, [a[0]], ints=a[1])
+    if name == "transpose":
+        dims = list(range(_ndim_of(a[0])))
+        i, j = a[1] % len(dims), a[2] % len(dims)
+        dims[i], dims[j] = dims[j], dims[i]
+        return _Node(_K.permute, [a[0]], ints=dims)
+    if name == "slice":
+        return _Node(_K.slice, [a[0]], ints=a[1:5])
+    if name in ("select", "unsqueeze"):
+        return _Node(_K.select if name == "select" else _K.unsqueeze, [a[0]], ints=a[1:])
+    if name == "index_select":
+        return _Node(_K.index_select, a[:2])
+    if name in ("concat", "stack"):
+        return _Node(_K.concat if name == "concat" else _K.stack, list(a[0]), ints=[a[1]])
+    if name in ("contiguous", "clone"):
+        return _Node(_K.contiguous, [a[0]], ints=[name == "clone"])
+    if name in ("softmax", "log_softmax"):
+        return _Node(_K.softmax if name == "softmax" else _K.log_softmax, [a[0]], ints=[a[1]])
+    if name == "cross_entropy":
+        return _Node(_K.cross_entropy, a[:2], ints=[a[2]])
+    if name in ("max_pool2d", "avg_pool2d"):
+        return _Node(_K.max_pool2d if name == "max_pool2d" else _K.avg_pool2d, [a[0]], ints=a[1:5])
+    if name == "dropout":
+        return _Node(_K.dropout, [a[0]], floats=[a[1]], ints=[bool(a[2])])
+    if name == "layer_norm":  # (x, shape, weight, bias, eps)
+        return _Node(_K.layer_norm, [a[0]], ints=a[1], floats=[a[4]], optional=a[2:4])
+    if name == "batch_norm":  # (x, mean, var, weight, bias, training, momentum, eps): the node
+        return _Node(_K.batch_norm, [a[0]], ints=[bool(a[5])], floats=a[6:8],  # takes x, w, b, mean, var
+                     optional=[a[3], a[4], a[1], a[2]])
+    if name == "arange":
+        return _Node(_K.arange, floats=a[:3])
+    if name in ("rand", "randn"):
+        return _Node(_K.rand if name == "rand" else _K.randn)
+    if name == "detach":
+        return _Node(_K.detach, [a[0]])
+    raise AssertionError(f"nx.jit: no graph node for the recorded op {name!r}")  # RECORDED lists it
 
 
 class _RecordingC:
@@ -203,7 +250,7 @@ class _RecordingC:
 
         def call(*args):
             out = real(*args)
-            tracer.record(name, real, args, out)
+            tracer.record(name, args, out)
             return out
         return call
 
@@ -236,7 +283,7 @@ def _shape_read(name, original):
 def _recorded_detach(self):
     out = _detach(self)
     if _in_trace():
-        _active.tracer.record("detach", _detach, (self,), out)
+        _active.tracer.record("detach", (self,), out)
     return out
 
 

@@ -47,55 +47,36 @@ def jit_config() -> dict:
 
 
 class _Plan:
+    """One trace: its graph, run by the core's executor (``_C.TracedProgram``) in one call."""
+
     def __init__(self, fn, args: tuple, kwargs: dict, leaves: list, scan: _guards.Scan):
         tracer = _trace.Tracer(scan.tensors)
-        self.arg_values = [tracer.bind_input(f"arg{i}", t) for i, t in enumerate(leaves)]
+        for i, t in enumerate(leaves):
+            tracer.bind_input(f"arg{i}", t, ("arg", i))
         result = _trace.run(tracer, fn, args, kwargs)
         self.single = isinstance(result, Tensor)
         outs = [result] if self.single else list(result) if isinstance(result, (list, tuple)) else None
         if outs is None or not all(isinstance(o, Tensor) for o in outs):
             raise TraceError(f"nx.jit: the function must return a tensor or a tuple/list of tensors, "
                              f"got {type(result).__name__}")
-        roots = self.roots = [tracer.value(o) for o in outs]
-        g = self.graph = tracer.graph
+        roots = [tracer.value(o) for o in outs]
+        self.graph = tracer.graph
         self.shape_free = tracer.shape_free and not tracer.read_shape
-        self.captures = tracer.captures
+        self.sources = tracer.sources
         self.scan = scan  # holds what the guards compare by identity
-        fused = _CG.fuse_graph(g, roots)
+        self.program = _C.TracedProgram(self.graph, roots)
+        fused = self.program.fused
         self.refusals = list(fused.refusals)
         self.kernels = [(fg.group, fg.program, list(fg.consts)) for fg in fused.groups]
-        last = {grp.nodes[-1]: k for k, (grp, _, _) in enumerate(self.kernels)}
-        member = {n for grp, _, _ in self.kernels for n in grp.nodes}
-        steps = []
-        for node in range(g.num_nodes):
-            if node in last:
-                grp, program, consts = self.kernels[last[node]]
-                steps.append(("kernel", list(grp.inputs), list(grp.outputs), (program, consts)))
-            elif node not in member:
-                v = g.node_output(node)
-                if v in tracer.calls:
-                    op, tmpl = tracer.calls[v]
-                    steps.append(("op", _trace.values_in(tmpl), [v], (op, tmpl)))
-        needed = set(roots)
-        kept = []
-        for step in reversed(steps):  # dead-code elimination
-            if any(v in needed for v in step[2]):
-                needed.update(step[1])
-                kept.append(step)
-        self.steps = kept[::-1]
+        members = {n for grp, _, _ in self.kernels for n in grp.nodes}
+        g, skip = self.graph, (_C.OpKind.input, _C.OpKind.const)
+        self.ops = sum(1 for n, on in enumerate(self.program.live)  # ops between the kernels
+                       if on and n not in members and g.node_kind(n) not in skip)
 
     def run(self, leaves: list, captured: list):
-        env = {v: captured[k] for v, k in self.captures.items()}
-        env.update(zip(self.arg_values, leaves))
-        for kind, ins, outs, payload in self.steps:
-            if kind == "kernel":
-                program, consts = payload
-                for v, t in zip(outs, program.run([env[v] for v in ins], consts)):
-                    env[v] = t
-            else:
-                op, tmpl = payload
-                env[outs[0]] = op(*_trace.resolve(tmpl, env))
-        result = [env[v] for v in self.roots]
+        inputs = [leaves[x] if kind == "arg" else captured[x] if kind == "capture" else x
+                  for kind, x in self.sources]
+        result = self.program.run(inputs)
         return result[0] if self.single else tuple(result)
 
 
@@ -199,7 +180,7 @@ class JitFunction:
             return "nx.jit: not traced yet; call the function (or pass example arguments)"
         g = plan.graph
         lines = [f"nx.jit({getattr(self.fn, '__name__', 'fn')}): {len(plan.kernels)} fused kernel(s), "
-                 f"{sum(1 for s in plan.steps if s[0] == 'op')} regular op(s) per call", "", "graph:", g.dump()]
+                 f"{plan.ops} regular op(s) per call", "", "graph:", g.dump()]
         fused = unfused = 0
         for k, (grp, program, consts) in enumerate(plan.kernels):
             fused += grp.bytes_fused

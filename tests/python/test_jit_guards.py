@@ -235,3 +235,44 @@ def test_random_programs_match_eager_on_varied_inputs(seed):
         if call == 4:
             state["w"] = nx.tensor(rng.standard_normal(8).astype(np.float32))  # a captured tensor
         same(f, fn, x)
+
+
+# ---- every recorded op runs in the core's executor with eager's result -------------------------
+
+x4 = np.random.default_rng(3).standard_normal((2, 3, 6, 6)).astype(np.float32)
+OPS = {
+    "conv2d": lambda t: nx.conv2d(t, nx.ones(4, 3, 3, 3), None, stride=2, padding=1),
+    "conv2d bias": lambda t: nx.conv2d(t, nx.ones(4, 3, 3, 3) * 0.1, nx.ones(4), padding=(1, 0)),
+    "pools": lambda t: nx.max_pool2d(t, 2) + nx.avg_pool2d(t, 3, stride=3).sum(),
+    "layer_norm": lambda t: nx.layer_norm(t, (6, 6)),
+    "layer_norm affine": lambda t: nx.layer_norm(t, 6, weight=nx.full((6,), 2.0), bias=nx.ones(6)),
+    "layer_norm bias only": lambda t: nx.layer_norm(t, 6, bias=nx.ones(6)),
+    "batch_norm": lambda t: nx.batch_norm(t, nx.zeros(3), nx.ones(3), training=True),
+    "batch_norm eval": lambda t: nx.batch_norm(t, nx.full((3,), 0.5), nx.ones(3), weight=nx.ones(3)),
+    "dropout off": lambda t: nx.dropout(t, 0.5, training=False),
+    "reductions": lambda t: (nx.argmax(t, axis=1), nx.argmax(t), nx.var(t, axis=(0, 2), ddof=1),
+                             nx.logsumexp(t, axis=-1, keepdims=True)),
+    "softmax": lambda t: (nx.softmax(t, axis=1), nx.log_softmax(t)),
+    "cross_entropy": lambda t: nx.cross_entropy(t.reshape(6, 36)[:, :10], nx.arange(6) % 10),
+    "creation": lambda t: t + nx.full((6,), 2.5) + nx.arange(6) + nx.tensor([1.0, 2, 3, 4, 5, 6]),
+    "stack and gather": lambda t: nx.stack([t[0], t[1]], axis=1)[nx.tensor([1, 0])],
+    "clone and transpose": lambda t: t.astype("float64").transpose(1, 3).contiguous() * 1.0,
+    "floor ops": lambda t: (t // 0.3, t % 0.7),
+}
+
+
+@pytest.mark.parametrize("fn", OPS.values(), ids=OPS.keys())
+def test_every_recorded_op_runs_in_the_executor(fn):
+    f = nx.jit(fn)
+    for scale in (1.0, -2.0):
+        same(f, fn, nx.tensor(x4 * scale))
+    assert "opaque" not in f.explain()
+
+
+def test_random_ops_keep_their_shape_and_dtype_and_draw_afresh():
+    f = nx.jit(lambda t: (t + nx.rand(2, 3), nx.randn(4, dtype="float64"), nx.dropout(t, 0.5)))
+    a, b, c = f(nx.zeros(2, 3))
+    a2, b2, c2 = f(nx.zeros(2, 3))
+    assert a.shape == (2, 3) and b.dtype == nx.float64 and b.shape == (4,)
+    assert not np.array_equal(a.numpy(), a2.numpy()) and not np.array_equal(b.numpy(), b2.numpy())
+    assert set(np.unique(f(nx.ones(2, 3))[2].numpy())) <= {0.0, 2.0}

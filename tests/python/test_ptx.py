@@ -59,7 +59,7 @@ def test_cuda_source_is_rendered_from_the_same_program():
 def test_missing_nvrtc_says_what_to_install():
     # NEXUS_NVRTC names the only library tried: pointing it nowhere is a machine without NVRTC
     code = ("import nexus as nx\n"
-            "try:\n    nx.jit(lambda t: t * 2).ptx(nx.randn(3))\n"
+            "try:\n    nx.jit(lambda t: t * 2 + 1).ptx(nx.randn(3))\n"
             "except ValueError as e:\n    print(e)\n")
     env = dict(os.environ, NEXUS_NVRTC="/nonexistent/libnvrtc.so")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

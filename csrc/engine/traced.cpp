@@ -1,0 +1,40 @@
+#include "engine/traced.h"
+
+#include "graph/passes/passes.h"
+#include "tensor/tape.h"
+
+namespace nexus::engine {
+
+TracedProgram::TracedProgram(graph::Graph g, std::vector<int> roots, bool fuse)
+    : g_(std::move(g)), roots_(std::move(roots)) {
+  g_.verify();
+  for (int r : roots_)
+    NX_CHECK(r >= 0 && size_t(r) < g_.values().size(), "traced program: root value ", r, " is not in the graph");
+  if (fuse) fusion_ = std::make_unique<Fusion>(g_, roots_);
+  run_ = graph::live_nodes(g_, roots_, int(g_.nodes().size()));
+  last_ = last_uses(g_, fusion_.get(), run_, roots_);
+  record_.assign(g_.nodes().size(), false);
+}
+
+std::vector<Tensor> TracedProgram::run(const std::vector<Tensor>& inputs) const {
+  NX_CHECK(inputs.size() == g_.inputs.size(), "traced program: expected ", g_.inputs.size(), " inputs, got ",
+           inputs.size());
+  autograd::NoGradGuard no_grad;
+  Executor ex(g_, fusion_.get());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const graph::Value& v = g_.value(g_.inputs[i]);
+    // The rank, not the shape: a trace of shape-free ops serves every shape of its class.
+    NX_CHECK(inputs[i].dtype() == v.dtype && inputs[i].ndim() == int64_t(v.shape.size()), "traced program: input ",
+             i, " ('", v.name, "') must be a ", dtype_name(v.dtype), " tensor of ", v.shape.size(),
+             " dimension(s) (traced as ", shape_str(v.shape), "), got ", dtype_name(inputs[i].dtype()), " ",
+             shape_str(inputs[i].shape()));
+    ex.set(g_.inputs[i], inputs[i]);
+  }
+  ex.run(0, g_.nodes().size(), run_, last_, record_, /*training=*/false);
+  std::vector<Tensor> out;
+  out.reserve(roots_.size());
+  for (int r : roots_) out.push_back(ex.get(r));
+  return out;
+}
+
+}  // namespace nexus::engine
