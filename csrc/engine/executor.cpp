@@ -47,69 +47,10 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
   return {};
 }
 
-// The nodes whose result dtype is the value's, not the op's: a constant and a conversion.
-static Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, DType dtype) {
+Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, DType dtype) {
   if (n.kind == OpKind::Const) return ops::full({}, n.attrs.floats.at(0), dtype);
   autograd::NoGradGuard no_grad;  // autodiff differentiates the graph, never this tape
   return ops::astype(in.at(0), dtype);
-}
-
-// Rethrows the current exception with the layer named, keeping its type.
-[[noreturn]] static void rethrow_naming(const Node& n) {
-  std::string where = str("layer '", n.name, "' (", graph::kind_name(n.kind), "): ");
-  try {
-    throw;
-  } catch (const TypeError& e) {
-    throw TypeError(where + e.what());
-  } catch (const IndexError& e) {
-    throw IndexError(where + e.what());
-  } catch (const ValueError& e) {
-    throw ValueError(where + e.what());
-  }
-}
-
-void infer_shapes(graph::Graph& g) {
-  constexpr int64_t kDummyBatch = 2;
-  autograd::NoGradGuard no_grad;
-  std::vector<Tensor> env(g.values().size());
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    Node& n = g.nodes()[i];
-    if (n.kind == OpKind::Grad || n.kind == OpKind::OnesLike) continue;
-    int out = n.outputs[0];
-    graph::Value& v = g.values()[size_t(out)];
-    if (n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer) {
-      Shape s = v.shape;
-      for (int64_t& d : s) d = d == kBatch ? kDummyBatch : d;
-      env[size_t(out)] = Tensor::zeros(s, v.dtype);
-      continue;
-    }
-    std::vector<Tensor> in;
-    for (int id : n.inputs) in.push_back(env[size_t(id)]);
-    try {
-      const bool typed = n.kind == OpKind::Const || n.kind == OpKind::Cast;
-      if (n.kind == OpKind::Binary) {  // metadata only: a placeholder 0 must not divide integers
-        const ops::BinaryOp op = n.attrs.binary;
-        env[size_t(out)] = Tensor::zeros(ops::binary_shape(op, in[0], in[1]),
-                                         ops::binary_result_dtype(op, in[0].dtype(), in[1].dtype()));
-      } else {
-        env[size_t(out)] = typed ? run_typed_node(n, in, v.dtype) : run_forward_node(n, in, /*training=*/false);
-      }
-    } catch (const std::invalid_argument&) {
-      rethrow_naming(n);
-    } catch (const std::out_of_range&) {
-      rethrow_naming(n);
-    }
-    const Tensor& t = env[size_t(out)];
-    v.shape = t.shape();
-    v.dtype = t.dtype();
-    // Dim 0 is the batch where an input carries it (an op on parameters alone has none).
-    bool batched = false;
-    for (int id : n.inputs) {
-      const Shape& s = g.value(id).shape;
-      batched = batched || (!s.empty() && s[0] == kBatch);
-    }
-    if (batched && !v.shape.empty() && n.kind != OpKind::CrossEntropy) v.shape[0] = kBatch;
-  }
 }
 
 // The values a pass hands back besides output and loss: the parameters' gradients.

@@ -27,9 +27,11 @@ struct Fusion {
 // One forward node on concrete inputs (in the order of node.inputs).
 Tensor run_forward_node(const graph::Node& node, const std::vector<Tensor>& inputs, bool training);
 
-// Fills every value's shape by running the forward nodes on a dummy batch of 2 (the batch dim is
-// recorded as kBatch). A failing node raises its error prefixed with the layer's name.
-void infer_shapes(graph::Graph& g);
+// The nodes whose result dtype is the value's, not the op's: a constant (Const) and a
+// conversion (Cast) to `dtype`.
+Tensor run_typed_node(const graph::Node& node, const std::vector<Tensor>& inputs, DType dtype);
+
+// Shape inference (engine/shape_infer.h) runs forward nodes through the two functions above.
 
 // The state of one pass over a graph: values by id, and the local tapes of forward nodes that
 // a later Grad node will replay.
