@@ -1,10 +1,13 @@
 // Graph IR and CompiledModel bindings. python/nexus/graph.py (GraphBuilder) drives them.
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include "bindings.h"
 #include "engine/compiled_model.h"
 #include "engine/executor.h"
 #include "engine/traced.h"
+#include "engine/shape_infer.h"
 #include "grad_ready_hook.h"
 
 namespace py = pybind11;
@@ -58,6 +61,14 @@ void bind_graph(py::module_& m) {
       .def_readonly("buffers", &Graph::buffers)
       .def_property_readonly("num_nodes", [](const Graph& g) { return g.nodes().size(); })
       .def_property_readonly("num_values", [](const Graph& g) { return g.values().size(); });
+
+  py::class_<engine::ShapeInference>(m, "ShapeInference")
+      .def(py::init<>())
+      .def("infer", [](engine::ShapeInference& s, Graph& g, std::optional<size_t> from_node) {
+        s.infer(g, from_node.value_or(s.inferred()));
+      }, py::arg("graph"), py::arg("from_node") = py::none())
+      .def_property_readonly("inferred", &engine::ShapeInference::inferred)
+      .def_property_readonly("nodes_inferred", &engine::ShapeInference::nodes_inferred);
 
   auto nogil = py::call_guard<py::gil_scoped_release>();
   py::class_<engine::TracedProgram>(m, "TracedProgram")

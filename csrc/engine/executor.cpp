@@ -17,15 +17,22 @@ using graph::OpKind;
 
 static Tensor opt(const std::vector<Tensor>& in, size_t i) { return i < in.size() ? in[i] : Tensor(); }
 
-std::vector<Tensor> node_inputs(const Node& n, const std::vector<Tensor>& env) {
+std::vector<Tensor> with_absent(const Node& n, std::vector<Tensor> present) {
+  if (n.attrs.absent == 0) return present;
   std::vector<Tensor> in;
-  in.reserve(n.inputs.size());
   size_t next = 0;
-  for (uint32_t k = 0; next < n.inputs.size(); ++k) {
+  for (uint32_t k = 0; next < present.size(); ++k) {
     if (k < 32 && (n.attrs.absent >> k & 1u)) in.emplace_back();
-    else in.push_back(env[size_t(n.inputs[next++])]);
+    else in.push_back(std::move(present[next++]));
   }
   return in;
+}
+
+std::vector<Tensor> node_inputs(const Node& n, const std::vector<Tensor>& env) {
+  std::vector<Tensor> present;
+  present.reserve(n.inputs.size());
+  for (int v : n.inputs) present.push_back(env[size_t(v)]);
+  return with_absent(n, std::move(present));
 }
 
 Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool training) {
@@ -78,14 +85,12 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
   return {};
 }
 
-// The nodes whose result is described by the value (its dtype, and for sources its shape), not
-// by their inputs: constants, conversions and generators.
-static bool typed(OpKind k) {
+bool typed(OpKind k) {
   return k == OpKind::Const || k == OpKind::Cast || k == OpKind::Fill || k == OpKind::Arange ||
          k == OpKind::Rand || k == OpKind::Randn;
 }
 
-static Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, const graph::Value& v) {
+Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, const graph::Value& v) {
   const auto& F = n.attrs.floats;
   switch (n.kind) {
     case OpKind::Const: return ops::full({}, F.at(0), v.dtype);
@@ -97,62 +102,6 @@ static Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, const
   }
   autograd::NoGradGuard no_grad;  // autodiff differentiates the graph, never this tape
   return ops::astype(in.at(0), v.dtype);
-}
-
-// Rethrows the current exception with the layer named, keeping its type.
-[[noreturn]] static void rethrow_naming(const Node& n) {
-  std::string where = str("layer '", n.name, "' (", graph::kind_name(n.kind), "): ");
-  try {
-    throw;
-  } catch (const TypeError& e) {
-    throw TypeError(where + e.what());
-  } catch (const IndexError& e) {
-    throw IndexError(where + e.what());
-  } catch (const ValueError& e) {
-    throw ValueError(where + e.what());
-  }
-}
-
-void infer_shapes(graph::Graph& g) {
-  constexpr int64_t kDummyBatch = 2;
-  autograd::NoGradGuard no_grad;
-  std::vector<Tensor> env(g.values().size());
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    Node& n = g.nodes()[i];
-    if (n.kind == OpKind::Grad || n.kind == OpKind::OnesLike) continue;
-    int out = n.outputs[0];
-    graph::Value& v = g.values()[size_t(out)];
-    if (n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer) {
-      Shape s = v.shape;
-      for (int64_t& d : s) d = d == kBatch ? kDummyBatch : d;
-      env[size_t(out)] = Tensor::zeros(s, v.dtype);
-      continue;
-    }
-    std::vector<Tensor> in = node_inputs(n, env);
-    try {
-      if (n.kind == OpKind::Binary) {  // metadata only: a placeholder 0 must not divide integers
-        const ops::BinaryOp op = n.attrs.binary;
-        env[size_t(out)] = Tensor::zeros(ops::binary_shape(op, in[0], in[1]),
-                                         ops::binary_result_dtype(op, in[0].dtype(), in[1].dtype()));
-      } else {
-        env[size_t(out)] = typed(n.kind) ? run_typed_node(n, in, v) : run_forward_node(n, in, /*training=*/false);
-      }
-    } catch (const std::invalid_argument&) {
-      rethrow_naming(n);
-    } catch (const std::out_of_range&) {
-      rethrow_naming(n);
-    }
-    const Tensor& t = env[size_t(out)];
-    v.shape = t.shape();
-    v.dtype = t.dtype();
-    // Dim 0 is the batch where an input carries it (an op on parameters alone has none).
-    bool batched = false;
-    for (int id : n.inputs) {
-      const Shape& s = g.value(id).shape;
-      batched = batched || (!s.empty() && s[0] == kBatch);
-    }
-    if (batched && !v.shape.empty() && n.kind != OpKind::CrossEntropy) v.shape[0] = kBatch;
-  }
 }
 
 // The values a pass hands back besides output and loss: the parameters' gradients.

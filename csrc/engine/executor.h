@@ -34,15 +34,20 @@ struct Fusion {
 std::vector<int> last_uses(const graph::Graph& g, const Fusion* fusion, const std::vector<bool>& run,
                            const std::vector<int>& keep);
 
+// n's inputs with an undefined tensor where n's attrs mark an optional input absent.
+std::vector<Tensor> with_absent(const graph::Node& n, std::vector<Tensor> present);
 // Node n's inputs from `env`, with an undefined tensor where n's attrs mark an optional input absent.
 std::vector<Tensor> node_inputs(const graph::Node& n, const std::vector<Tensor>& env);
 
 // One forward node on concrete inputs (in the order of node.inputs).
 Tensor run_forward_node(const graph::Node& node, const std::vector<Tensor>& inputs, bool training);
 
-// Fills every value's shape by running the forward nodes on a dummy batch of 2 (the batch dim is
-// recorded as kBatch). A failing node raises its error prefixed with the layer's name.
-void infer_shapes(graph::Graph& g);
+// The nodes whose result is described by their value (its dtype, and for sources its shape),
+// not by their inputs: constants, conversions and generators (Const, Cast, Fill, Arange, Rand, Randn).
+bool typed(graph::OpKind kind);
+Tensor run_typed_node(const graph::Node& node, const std::vector<Tensor>& inputs, const graph::Value& value);
+
+// Shape inference (engine/shape_infer.h) runs forward nodes through the two functions above.
 
 // The state of one pass over a graph: values by id, and the local tapes of forward nodes that
 // a later Grad node will replay.

@@ -136,10 +136,12 @@ class GraphBuilder:
         self.dtype = dtype
         self._rng = np.random.default_rng(self.seed)
         self._graph = _C.Graph()
+        self._shapes = _C.ShapeInference()  # the graph's shapes, inferred layer by layer
         self._entries: list[dict] = []  # the spec: one entry per call, replayed by from_spec
         self._params: list[tuple[str, np.ndarray]] = []
         self._buffers: list[tuple[str, np.ndarray]] = []
         self._layers: list[dict] = []  # for summary(): name, kind, output value, param count
+        self._layer_names: set[str] = set()  # the names in _layers (a set: a lookup per layer stays O(1))
         self._counts: dict[str, int] = {}
         self._current: int | None = None
         self._input: str | None = None
@@ -307,7 +309,7 @@ class GraphBuilder:
 
     # ---- internals ------------------------------------------------------------------------------
     def _names(self) -> set[str]:
-        return {layer["name"] for layer in self._layers}
+        return self._layer_names
 
     def _entry(self, layer: str, name: str | None) -> tuple[dict, str]:
         """A new layer's entry (its name checked, or generated) and how errors name it."""
@@ -354,14 +356,20 @@ class GraphBuilder:
         n_params = len(self._params)
         start = self._graph.num_nodes
         out = handler(e)
-        self._graph.infer_shapes()
+        self._infer_shapes()
         self._entries.append(e)
         if layer != "use":
             count = sum(p.size for _, p in self._params[n_params:])
             self._layers.append({"name": e.get("name", layer), "kind": layer, "value": out, "params": count,
                                  "first_node": start})
+            self._layer_names.add(self._layers[-1]["name"])
         self._current = out
         return self
+
+    def _infer_shapes(self) -> None:
+        """Infers the nodes added since the last call (each node once: building is linear in
+        depth). A rollback replaces the graph and this state together, so they always agree."""
+        self._shapes.infer(self._graph)
 
     def _rollback(self, entries: int, values: int) -> None:
         """Back to the state after the first ``entries`` entries, by replaying them."""
