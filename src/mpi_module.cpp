@@ -43,25 +43,8 @@ AllReduceOptions options(const std::string& op, const std::string& codec, Residu
 PYBIND11_MODULE(_C_mpi, m) {
   m.doc() = "Nexus MPI extension: the ring all-reduce over MPI point-to-point";
   py::module_ core = py::module_::import("nexus._C");  // Tensor, comm.Codec/Residual/...
-  // The core's errors thrown here map to the same Python types as in nexus._C (this module has
-  // its own copy of the core, so _C's translator may not recognise them).
-  static py::handle comm_error = py::object(core.attr("comm").attr("CommError")).release();
-  static py::handle nexus_error = py::object(core.attr("NexusError")).release();
-  py::register_local_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const CommError& e) {
-      py::set_error(comm_error, e.what());
-    } catch (const TypeError& e) {
-      py::set_error(PyExc_TypeError, e.what());
-    } catch (const IndexError& e) {
-      py::set_error(PyExc_IndexError, e.what());
-    } catch (const ValueError& e) {
-      py::set_error(PyExc_ValueError, e.what());
-    } catch (const InternalError& e) {
-      py::set_error(nexus_error, e.what());
-    }
-  });
+  // The core's errors thrown here reach nexus._C's translator: both extensions load one
+  // libnexus_core, so its error types are the same types here and there.
   auto nogil = py::call_guard<py::gil_scoped_release>();
 
   py::class_<MpiTransport>(m, "Communicator")
