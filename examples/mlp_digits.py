@@ -1,4 +1,4 @@
-"""Train an MLP on scikit-learn's handwritten digits and print the test accuracy.
+"""Train an MLP on the 8x8 handwritten digits shipped with nexus; print the test accuracy.
 
     python examples/mlp_digits.py [--epochs 30] [--batch-size 32]
 

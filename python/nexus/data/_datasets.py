@@ -1,6 +1,7 @@
 """Built-in datasets for examples and the main job: ``nx.data.load(name, path=None)``.
 
-- ``"digits"``: scikit-learn's bundled 8x8 handwritten digits (1,797 images, no download).
+- ``"digits"``: the 8x8 handwritten digits shipped with nexus (1,797 images, no download; the UCI
+  optical-digits test set as scikit-learn bundles it, see ``DIGITS_LICENSE.txt``).
   Pixels are scaled to [0, 1] as float32 (64 features); labels are int64. The split is fixed:
   rows are permuted with ``numpy.random.default_rng(0)``, the first 1,437 (80 %) train and the
   remaining 360 test.
@@ -20,6 +21,7 @@ from ._readers import read_idx
 _MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                 "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 DIGITS_TRAIN = 1437
+DIGITS_FILE = Path(__file__).with_name("digits.npz")
 
 
 def load(name: str, path=None):
@@ -32,12 +34,12 @@ def load(name: str, path=None):
 
 
 def _digits():
-    from sklearn.datasets import load_digits  # noqa: PLC0415  (a dependency only this needs)
-
-    d = load_digits()
-    order = np.random.default_rng(0).permutation(len(d.target))
-    x = (d.data[order] / 16.0).astype(np.float32)
-    y = d.target[order].astype(np.int64)
+    # pixels (uint8 0..16) and labels in scikit-learn's row order; made by tools/make_digits.py
+    with np.load(DIGITS_FILE, allow_pickle=False) as f:
+        pixels, labels = f["pixels"], f["labels"]
+    order = np.random.default_rng(0).permutation(len(labels))
+    x = (pixels[order].astype(np.float64) / 16.0).astype(np.float32)
+    y = labels[order].astype(np.int64)
     return x[:DIGITS_TRAIN], y[:DIGITS_TRAIN], x[DIGITS_TRAIN:], y[DIGITS_TRAIN:]
 
 

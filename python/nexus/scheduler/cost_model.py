@@ -62,9 +62,9 @@ import dataclasses
 import json
 import math
 import sys
-import tomllib
 from dataclasses import dataclass
 
+from nexus import _toml
 from nexus.scheduler.split import equal_split, split_batch, step_time
 from nexus.scheduler.table import format_table
 
@@ -534,10 +534,10 @@ def load_cluster_toml(path) -> dict:
     a file that is not TOML."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            return _toml.load(f)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such cluster file") from None
-    except tomllib.TOMLDecodeError as e:
+    except _toml.TOMLDecodeError as e:
         raise ValueError(f"{path}: not valid TOML: {e}") from None
 
 

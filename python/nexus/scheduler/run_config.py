@@ -54,10 +54,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
+
+from nexus import _toml
 
 _TABLES = {"model", "data", "optimizer", "train", "cluster", "logging"}
 _TRAIN_KEYS = {"epochs", "batch_size", "balance", "compression", "rebalance_every", "hysteresis",
@@ -86,10 +87,10 @@ def load_run(path) -> dict:
     p = Path(path)
     try:
         with open(p, "rb") as f:
-            cfg = tomllib.load(f)
+            cfg = _toml.load(f)
     except FileNotFoundError:
         raise ValueError(f"{p}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
+    except _toml.TOMLDecodeError as e:
         raise ValueError(f"{p}: not valid TOML: {e}") from None
     unknown = set(cfg) - _TABLES
     if unknown:
