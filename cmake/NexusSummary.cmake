@@ -10,7 +10,7 @@ endfunction()
 
 function(nexus_summary)
   _nexus_line(1 "BLAS" "${NEXUS_BLAS_NAME}")
-  _nexus_line(${NEXUS_HAVE_CUDA} "CUDA backend" "NEXUS_CUDA=${NEXUS_CUDA}")
+  _nexus_line(${NEXUS_HAVE_CUDA} "CUDA backend" "NEXUS_CUDA=${NEXUS_CUDA}; ${NEXUS_CUDA_STATUS}")
   _nexus_line(${NEXUS_HAVE_MPI} "MPI extension _C_mpi" "${NEXUS_MPI_NAME}")
   if(NEXUS_SANITIZE)
     _nexus_line(1 "sanitizers" "${NEXUS_SANITIZE}")

@@ -6,6 +6,7 @@
 #include "bindings.h"
 #include "nexus/config.h"
 #include "ops/blas.h"
+#include "tensor/allocator.h"
 
 namespace py = pybind11;
 
@@ -38,6 +39,7 @@ void bind_info(py::module_& m) {
     d["compiler"] = NEXUS_CXX_COMPILER;
     d["sanitizers"] = NEXUS_SANITIZE;
     d["cuda_compiled"] = bool(NEXUS_HAVE_CUDA);
+    d["cuda_status"] = NEXUS_CUDA_STATUS;  // why it is (not) built: OFF, no backend, no toolkit
     d["mpi_compiled"] = bool(NEXUS_HAVE_MPI);
     return d;
   });
@@ -55,6 +57,22 @@ void bind_info(py::module_& m) {
         fs::write_atomic(path, bytes, mode, durable);
       },
       py::arg("path"), py::arg("data"), py::arg("mode") = 0666, py::arg("durable") = true);
+  m.def(
+      "alloc_stats",
+      [] {
+        alloc::Stats s = alloc::stats();
+        py::dict d;
+        d["hits"] = s.hits;
+        d["misses"] = s.misses;
+        d["cached_bytes"] = s.cached_bytes;
+        d["cached_blocks"] = s.cached_blocks;
+        d["limit_bytes"] = s.limit_bytes;
+        return d;
+      },
+      "The host allocator's block cache (blocks of 32 KiB and more): hits, misses, cached_bytes,\n"
+      "cached_blocks, limit_bytes (NEXUS_ALLOC_CACHE_MB). Counters run from process start.");
+  m.def("alloc_empty_cache", &alloc::empty_cache,
+        "Returns every cached block to the system; the hit and miss counters keep counting.");
   m.def("get_num_threads", &num_threads);
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
 }

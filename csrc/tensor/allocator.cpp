@@ -55,8 +55,11 @@ class Cache {
         void* p = it->second.back();
         it->second.pop_back();
         cached_ -= it->first;
+        --blocks_;
+        ++hits_;
         return {p, it->first};
       }
+      ++misses_;
     }
     return {system_alloc(cls), cls};
   }
@@ -67,15 +70,16 @@ class Cache {
       if (cached_ + b.capacity <= limit_) {
         free_[b.capacity].push_back(b.data);
         cached_ += b.capacity;
+        ++blocks_;
         return;
       }
     }
     std::free(b.data);
   }
 
-  size_t cached() {
+  Stats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return cached_;
+    return {hits_, misses_, cached_, blocks_, limit_};
   }
 
   void clear() {
@@ -84,12 +88,16 @@ class Cache {
       for (void* p : blocks) std::free(p);
     free_.clear();
     cached_ = 0;
+    blocks_ = 0;
   }
 
  private:
   std::mutex mutex_;
   std::map<size_t, std::vector<void*>> free_;  // by size class
   size_t cached_ = 0;
+  size_t blocks_ = 0;
+  size_t hits_ = 0;
+  size_t misses_ = 0;
   size_t limit_ = cache_limit();
 };
 
@@ -103,7 +111,7 @@ Cache& cache() {
 
 Block allocate(size_t nbytes) { return cache().take(nbytes); }
 void release(Block b) { cache().give(b); }
-size_t cached_bytes() { return cache().cached(); }
+Stats stats() { return cache().stats(); }
 void empty_cache() { cache().clear(); }
 
 }  // namespace nexus::alloc

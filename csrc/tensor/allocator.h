@@ -22,8 +22,17 @@ struct Block {
 Block allocate(size_t nbytes);
 void release(Block b);
 
-size_t cached_bytes();  // held for reuse, not in use
-void empty_cache();     // returns every cached block to the system
+// What the cache did since the process started (only cacheable blocks, of 32 KiB and more, count:
+// smaller ones go straight to malloc).
+struct Stats {
+  size_t hits = 0;           // allocations served by a cached block
+  size_t misses = 0;         // allocations that went to the system
+  size_t cached_bytes = 0;   // held for reuse, not in use
+  size_t cached_blocks = 0;  // how many blocks make up cached_bytes
+  size_t limit_bytes = 0;    // NEXUS_ALLOC_CACHE_MB in bytes (0: the cache is off)
+};
+Stats stats();
+void empty_cache();  // returns every cached block to the system (the counters keep counting)
 
 // A kernel's temporary buffer of n T's from the same cache, uninitialised (a std::vector would
 // zero it, and a fresh malloc of megabytes would fault its pages in on every call).

@@ -33,10 +33,24 @@ def _mpi(compiled: bool) -> str | None:
 
 
 def info() -> dict:
-    """Build and runtime facts: version, BLAS, SIMD, threads, CUDA, MPI, JIT compiler."""
+    """Build and runtime facts: version, BLAS, SIMD, threads, CUDA, MPI, JIT compiler.
+
+    Returns:
+        A dict: what was compiled in (``_C.build_info()``: version, build_type, blas, simd,
+        march, compiler, sanitizers, cuda_compiled, cuda_status -- why CUDA is or is not built,
+        mpi_compiled) and what this process sees (num_threads, cuda_available, mpi,
+        jit_compiler, jit_flags, jit_enabled, jit_cache_dir).
+
+    Example:
+        >>> nx.info()["cuda_available"]
+        False
+    """
     d = dict(_C.build_info())
     d["num_threads"] = _C.get_num_threads()
-    d["cuda_available"] = False  # no CUDA backend is compiled into this build
+    # Compiled in and a device present. This version has no CUDA backend (CMake refuses
+    # NEXUS_CUDA=ON; d["cuda_status"] says why it is not built), so cuda_compiled is False and so
+    # is this: the backend will bring its device probe, _C.cuda, with it.
+    d["cuda_available"] = d["cuda_compiled"] and _C.cuda.device_count() > 0
     d["mpi"] = _mpi(d["mpi_compiled"])
     jit = _C.codegen.config()  # the compiler fused kernels use: $CXX, else c++ on PATH
     d["jit_compiler"] = jit["compiler"] if jit["compiler_found"] else None

@@ -42,12 +42,13 @@ REFUSED = {
 # The _C functions that are not ops on tensors: they run as usual inside a trace.
 # (tests/python/test_jit_guards.py checks that every function of _C is in exactly one of the three.)
 NOT_OPS = frozenset({
-    "batch_count", "build_info", "get_num_threads", "set_num_threads", "is_grad_enabled",
-    "set_grad_enabled", "knob_value", "knobs", "parse_csv", "parse_idx", "parse_jsonl", "read_csv",
-    "read_idx", "read_jsonl", "set_buffer_exports", "write_atomic",
+    "alloc_empty_cache", "alloc_stats", "batch_count", "build_info", "get_num_threads",
+    "set_num_threads", "is_grad_enabled", "set_grad_enabled", "knob_value", "knobs", "parse_csv",
+    "parse_idx", "parse_jsonl", "read_csv", "read_idx", "read_jsonl", "set_buffer_exports", "write_atomic",
 })
-# The modules whose ``_C`` calls are the Python surface's ops (tests/python/test_jit_guards.py
-# checks that no other module of the package calls a RECORDED function).
+# The modules whose ``_C`` calls are the Python surface's ops. An op reached another way is not
+# recorded, and its result, once used, is a tensor the trace cannot place: TraceError, not a
+# frozen value.
 DISPATCHERS = ("nexus.functional", "nexus.tensor")
 # Conversions of a tensor's values to Python: the value would be frozen into the trace.
 # (numpy's np.asarray(t) ends in __array__: the buffer protocol is off while tracing.)

@@ -1,6 +1,7 @@
 """The heterogeneous scheduler in a real 3-rank job (jobs/scheduler.py): rank 0 alone on one
 core, ranks 1-2 sharing the other, as `taskset` pins them."""
 
+import itertools
 import json
 import os
 import shutil
@@ -25,14 +26,17 @@ def job(run_job, tmp_path_factory):
     return proc, out
 
 
-def test_adaptive_split_gives_the_faster_rank_the_largest_share(job):
+# Which rank ends with the most samples depends on how fast each rank ran on this machine at
+# that moment (another process on rank 0's core reverses it): that is measured, not asserted,
+# by benchmarks/hetero.py's bars. The direction given measured rates is tested deterministically
+# in tests/python/test_scheduler.py (test_balancer_moves_samples_to_the_faster_rank_...).
+def test_adaptive_split_is_agreed_by_every_rank_and_trains(job):
     proc, _ = job
     rows = by_check(proc, "adaptive", N)
     shares = rows[0]["shares"]
     assert all(r["shares"] == shares for r in rows)  # every rank took the same decisions
-    assert sum(shares) == 2048
-    assert shares[0] > shares[1] and shares[0] > shares[2], (shares, rows[0]["rates"])
-    assert rows[0]["plan_shares"][0] > max(rows[0]["plan_shares"][1:])  # the probe saw it too
+    assert sum(shares) == 2048 and all(s >= 1 for s in shares)
+    assert sum(rows[0]["plan_shares"]) == 2048 and len(rows[0]["rates"]) == N
     assert all(r["identical"] for r in rows)  # weights equal on every rank after training
     assert rows[0]["accuracy"] > 0.5  # it learned (chance is 0.1); accuracy is checked below
     assert rows[0]["history"] == 5
@@ -42,8 +46,12 @@ def test_adaptive_balance_corrects_an_equal_first_split(job):
     proc, _ = job
     rows = by_check(proc, "adaptive_from_equal", N)
     shares, events = rows[0]["shares"], rows[0]["rebalances"]
+    # Ranks two-to-a-core against one alone differ by far more than the 10% hysteresis, so
+    # the equal split is left whichever way the machine's load tips it.
     assert events and events[0]["old"] == [683, 683, 682]
-    assert shares[0] > shares[1] and shares[0] > shares[2], (shares, events)
+    assert all(sum(e["new"]) == 2048 and e["new"] != e["old"] for e in events)
+    assert all(b["old"] == a["new"] for a, b in itertools.pairwise(events))
+    assert shares == events[-1]["new"]
     assert all(r["shares"] == shares and r["identical"] for r in rows)
 
 

@@ -17,3 +17,15 @@ def private_kernel_cache(tmp_path, monkeypatch):
     cache = tmp_path / "nexus-cache"
     monkeypatch.setenv("NEXUS_CACHE_DIR", str(cache))
     return cache
+
+
+@pytest.fixture
+def torch():
+    """PyTorch, for the tests that compare with it. It is in the `test` extra, so a missing torch
+    fails those tests instead of skipping them unseen. (It also runs under tools/sanitize-test.sh's
+    preloaded libasan: its comparisons pass there too.)"""
+    try:
+        import torch
+    except ImportError as e:
+        pytest.fail(f"torch is not installed ({e}); it is in the test extra: pip install -e '.[test]'")
+    return torch

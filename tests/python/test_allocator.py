@@ -1,4 +1,5 @@
-"""The tensor allocator's block cache: reused memory never leaks old contents, and the
+"""The tensor allocator's block cache: a freed block is reused by the next allocation of its size
+class (seen in _C.alloc_stats()), reused memory never leaks old contents, and the
 NEXUS_ALLOC_CACHE_MB knob is honoured and checked."""
 
 import os
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import nexus as nx
+from nexus import _C
 
 # Below, at and above the cached range (32 KiB) and the huge-page alignment (4 MiB).
 SIZES = [100, 8192, 10_000, 1 << 20, 1_500_000]
@@ -23,6 +25,58 @@ def test_reused_blocks_start_clean(n):
         assert float(z.sum().item()) == 0.0
         o = nx.ones(n) + z
         assert float(o.sum().item()) == n
+
+
+N = 100_000  # float32: 400 KB, well inside the cached range
+
+
+@pytest.fixture
+def empty_cache():
+    """Starts the test with no cached block, so every hit comes from a block the test freed."""
+    _C.alloc_empty_cache()
+    yield
+    _C.alloc_empty_cache()
+
+
+def delta(before):
+    after = _C.alloc_stats()
+    return {k: after[k] - before[k] for k in ("hits", "misses")}
+
+
+def test_a_freed_block_is_reused_by_the_next_allocation_of_its_size_class(empty_cache):
+    before = _C.alloc_stats()
+    x = nx.zeros(N)
+    assert delta(before) == {"hits": 0, "misses": 1}  # nothing cached: from the system
+    del x
+    cached = _C.alloc_stats()
+    assert cached["cached_blocks"] == 1
+    assert 4 * N <= cached["cached_bytes"] <= 4 * N * 5 // 4  # its size class: <= 25% slack
+    before = _C.alloc_stats()
+    y = nx.zeros(N)
+    assert delta(before) == {"hits": 1, "misses": 0}
+    assert _C.alloc_stats()["cached_bytes"] == 0 and _C.alloc_stats()["cached_blocks"] == 0
+    assert float(y.sum().item()) == 0.0
+    del y
+
+
+@pytest.mark.parametrize("n", [4 * N, N // 4], ids=["larger class", "much smaller class"])
+def test_a_block_of_another_size_class_is_not_reused(empty_cache, n):
+    x = nx.zeros(N)
+    del x
+    cached = _C.alloc_stats()["cached_bytes"]
+    before = _C.alloc_stats()
+    y = nx.zeros(n)
+    assert delta(before) == {"hits": 0, "misses": 1}
+    assert _C.alloc_stats()["cached_bytes"] == cached  # the freed block is still there
+    del y
+
+
+def test_small_blocks_bypass_the_cache(empty_cache):
+    before = _C.alloc_stats()
+    x = nx.zeros(1000)  # 4 KB: below the cached range, plain malloc
+    del x
+    assert delta(before) == {"hits": 0, "misses": 0}
+    assert _C.alloc_stats()["cached_bytes"] == 0
 
 
 def test_live_tensors_never_share_a_block():
@@ -49,6 +103,23 @@ def test_cache_can_be_turned_off():
     on, off = _run(code), _run(code, NEXUS_ALLOC_CACHE_MB="0")
     assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
     assert on.stdout == off.stdout == f"{sum(range(100_000))}.0\n"
+
+
+def test_cache_off_never_keeps_or_reuses_a_block():
+    code = ("import nexus as nx\n"
+            "from nexus import _C\n"
+            "x = nx.zeros(100_000)\n"
+            "del x\n"
+            "y = nx.zeros(100_000)\n"
+            "s = _C.alloc_stats()\n"
+            "print(s['hits'], s['cached_bytes'], s['limit_bytes'])")
+    off = _run(code, NEXUS_ALLOC_CACHE_MB="0")
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.split() == ["0", "0", "0"]
+    on = _run(code, NEXUS_ALLOC_CACHE_MB="3")
+    assert on.returncode == 0, on.stderr
+    hits, _, limit = on.stdout.split()
+    assert int(hits) >= 1 and int(limit) == 3 << 20
 
 
 def test_bad_cache_size_is_a_clear_error():

@@ -80,8 +80,7 @@ def test_bad_schedule_arguments_raise_value_error(make, match):
         make()
 
 
-def test_matches_torch_schedulers():
-    torch = pytest.importorskip("torch")
+def test_matches_torch_schedulers(torch):
     p = torch.zeros(1, requires_grad=True)
 
     def torch_lrs(make, steps):
