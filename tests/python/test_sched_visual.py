@@ -6,13 +6,12 @@ import json
 import math
 import os
 import struct
-import subprocess
-import sys
 import zlib
 
 import numpy as np
 import pytest
 
+from fs_faults import run_with_file_size_limit
 from nexus.scheduler import visual
 from nexus.scheduler.visual import RAMP, HeatMap, JsonlLog, LiveHeatMap, write_png
 
@@ -251,12 +250,9 @@ def test_failed_write_keeps_the_old_file_and_no_temp(tmp_path):
     file and no temporary file, and the error names the file."""
     path = tmp_path / "hm.png"
     path.write_bytes(b"old")
-    code = ("import resource, signal, numpy as np\n"
-            "from nexus.scheduler.visual import write_png\n"
-            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))\n"
-            f"write_png({str(path)!r}, np.arange(64 * 64 * 3, dtype=np.uint8).reshape(64, 64, 3))\n")
-    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    proc = run_with_file_size_limit(
+        "import numpy as np\nfrom nexus.scheduler.visual import write_png",
+        f"write_png({str(path)!r}, np.arange(64 * 64 * 3, dtype=np.uint8).reshape(64, 64, 3))", limit=16)
     assert proc.returncode != 0
     assert f"OSError: [Errno {errno.EFBIG}]" in proc.stderr and str(path) in proc.stderr
     assert path.read_bytes() == b"old"

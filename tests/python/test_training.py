@@ -6,13 +6,12 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import nexus as nx
+from fs_faults import run_with_file_size_limit
 from nexus import GraphBuilder, Shape
 
 
@@ -144,13 +143,10 @@ def test_a_failed_save_leaves_the_previous_file_intact(tmp_path):
     path = tmp_path / "m.nexus"
     mlp().save(path)
     before = path.read_bytes()
-    code = ("import resource, signal, numpy as np, nexus as nx\n"
-            f"model = nx.load({str(path)!r})\n"
-            "model.train_step(np.ones((16, 6)), np.zeros(16, np.int64))\n"
-            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
-            f"model.save({str(path)!r})\n")
-    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)
+    proc = run_with_file_size_limit(
+        f"import numpy as np, nexus as nx\nmodel = nx.load({str(path)!r})\n"
+        "model.train_step(np.ones((16, 6)), np.zeros(16, np.int64))",
+        f"model.save({str(path)!r})", limit=64)
     assert proc.returncode != 0
     assert f"OSError: [Errno {errno.EFBIG}]" in proc.stderr and str(path) in proc.stderr
     assert path.read_bytes() == before
