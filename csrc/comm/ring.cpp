@@ -7,9 +7,14 @@
 #include <cstring>
 #include <vector>
 
+#include "base/env.h"
 #include "base/error.h"
 
 namespace nexus::comm {
+
+Timeout default_timeout() {
+  return std::chrono::duration_cast<Timeout>(std::chrono::duration<double>(knob_seconds("NEXUS_COMM_TIMEOUT")));
+}
 
 ReduceOp parse_reduce_op(std::string_view op) {
   if (op == "sum") return ReduceOp::Sum;

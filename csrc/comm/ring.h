@@ -43,7 +43,8 @@ namespace nexus::comm {
 
 // Segment size in uncompressed bytes. Tests override it (a few bytes) to force many segments.
 inline constexpr size_t kMaxSegmentBytes = size_t(512) << 10;
-inline constexpr Timeout kDefaultTimeout = std::chrono::seconds(300);
+// NEXUS_COMM_TIMEOUT (base/env.cpp declares it and its default): how long any one wait may take.
+Timeout default_timeout();
 // Tags of the two phases (well under MPI's guaranteed MPI_TAG_UB of 32767).
 inline constexpr int kTagReduceScatter = 0x4e01;
 inline constexpr int kTagAllGather = 0x4e02;
@@ -58,7 +59,7 @@ struct AllReduceOptions {
   std::shared_ptr<const Codec> codec;  // null: "none"
   Residual* residual = nullptr;        // error feedback for lossy codecs (size n), optional
   size_t segment_bytes = kMaxSegmentBytes;
-  Timeout timeout = kDefaultTimeout;  // for every single wait
+  Timeout timeout = default_timeout();  // for every single wait
 };
 
 struct AllReduceStats {
