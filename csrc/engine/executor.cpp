@@ -114,14 +114,12 @@ static std::vector<int> grad_roots(const graph::Graph& g) {
 
 Fusion::Fusion(const graph::Graph& g, const std::vector<int>& roots) : group_of(g.nodes().size(), -1) {
   fused = codegen::fuse_graph(g, roots, 0, int(g.nodes().size()));
-  index(g);
+  index();
 }
 
-void Fusion::index(const graph::Graph& g) {
+void Fusion::index() {
   // A group of one op reads and writes what the op does: it runs as the op (nothing to compile).
   std::erase_if(fused.groups, [](const codegen::FusedGroup& grp) { return grp.group.nodes.size() == 1; });
-  std::fill(group_of.begin(), group_of.end(), -1);
-  group_of.resize(g.nodes().size(), -1);
   for (size_t k = 0; k < fused.groups.size(); ++k)
     for (int m : fused.groups[k].group.nodes) group_of[size_t(m)] = int(k);
 }
@@ -133,7 +131,7 @@ Fusion::Fusion(const graph::Graph& g, int forward_end) : group_of(g.nodes().size
   codegen::FusedGraph backward = codegen::fuse_graph(g, roots, forward_end, int(g.nodes().size()));
   for (auto& grp : backward.groups) fused.groups.push_back(std::move(grp));
   for (auto& r : backward.refusals) fused.refusals.push_back(std::move(r));
-  index(g);
+  index();
 }
 
 std::vector<int> last_uses(const graph::Graph& g, const Fusion* fusion, const std::vector<bool>& run,

@@ -26,7 +26,7 @@ struct Fusion {
   bool usable(int group, const std::vector<bool>& run) const;
 
  private:
-  void index(const graph::Graph& g);  // drops one-op groups; fills group_of
+  void index();  // drops one-op groups; fills group_of (sized by the constructor, all -1)
 };
 
 // When each value of a pass over the nodes in `run` can be freed: after its last reader, a fused
@@ -39,7 +39,7 @@ std::vector<Tensor> with_absent(const graph::Node& n, std::vector<Tensor> presen
 // Node n's inputs from `env`, with an undefined tensor where n's attrs mark an optional input absent.
 std::vector<Tensor> node_inputs(const graph::Node& n, const std::vector<Tensor>& env);
 
-// One forward node on concrete inputs (in the order of node.inputs).
+// One forward node on concrete inputs (in the order of node.inputs; node_inputs fills absent ones).
 Tensor run_forward_node(const graph::Node& node, const std::vector<Tensor>& inputs, bool training);
 
 // The nodes whose result is described by their value (its dtype, and for sources its shape),

@@ -38,7 +38,7 @@ _OWN = "nexus"  # the package's own functions are fixed code: not walked
 SCALARS = (numbers.Number, str, bytes, type(None), enum.Enum, np.generic)
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, types.BuiltinMethodType)
 _PLAIN = {int, bool, str, type(None)}  # keyed by value as they are (floats need their bits)
-_BY_IDENTITY = {types.ModuleType, type, types.BuiltinFunctionType}
+_BY_IDENTITY = set(_OPAQUE)  # exact types: a set lookup before the isinstance chain
 
 
 class Scan:
