@@ -1,6 +1,7 @@
 """The scheduler's policy in one process: the split, the rebalancer, cluster declarations, the
 train loop as a world of one, and `nexus train` (tests/mpi/test_mpi_scheduler.py runs 3 ranks)."""
 
+import io
 import json
 import math
 
@@ -11,8 +12,11 @@ from hypothesis import strategies as st
 
 import nexus as nx
 from nexus import BatchSize, ClusterConfig, DeviceType, Epochs, GraphBuilder, Scheduler, Shape
+from nexus import _toml
 from nexus.cli import main as cli
 from nexus.scheduler.balance import AdaptiveBalancer, RunMeter
+from nexus.scheduler.profile import Profile
+from nexus.scheduler.run_config import build_graph, model_spec
 from nexus.scheduler.split import equal_split, split_batch, step_time
 
 
@@ -147,7 +151,9 @@ def test_run_meter_never_reports_more_than_the_ranks_summed_rate():
 
 # ---- cluster declarations ----------------------------------------------------------------------
 def profiles(*devices):
-    return [{"rank": r, "device": d, "device_name": "X"} for r, d in enumerate(devices)]
+    return [Profile(rank=r, host="h", device=d, device_name="X", cores=1, threads=1,
+                    gemm_flops=1e9, memory_total=1 << 30, memory_free=1 << 30)
+            for r, d in enumerate(devices)]
 
 
 def test_ranks_fill_declared_groups_in_order():
@@ -200,10 +206,10 @@ def test_train_as_a_world_of_one_reports_what_it_did(tmp_path):
     r = s.train("digits", Epochs(3), BatchSize(128), log_file=tmp_path / "log.jsonl",
                 heatmap_png=tmp_path / "heat.png", verbose=False)
     assert r.shares == [128] and r.accuracy > 0.8 and len(r.history) == 3
-    assert r.samples_per_second > 0 and r.plan["world_size"] == 1
+    assert r.samples_per_second > 0 and r.plan.world_size == 1
     assert 0 < r.samples_per_second <= r.ideal_samples_per_second
     assert "% of the ranks' summed rate" in r.summary()
-    assert r.plan["profiles"][0]["gemm_flops"] > 0 and r.plan["lr_scale"] == 1.0
+    assert r.plan.profiles[0].gemm_flops > 0 and r.plan.lr_scale == 1.0
     events = [json.loads(line)["event"]
               for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert events[0] == "plan" and events.count("epoch") == 3 and events[-1] == "done"
@@ -213,10 +219,10 @@ def test_train_as_a_world_of_one_reports_what_it_did(tmp_path):
 def test_train_scales_the_learning_rate_by_the_documented_rule():
     s = Scheduler.with_graph(mlp(), optimizer=nx.optim.SGD(lr=0.1))
     r = s.train("digits", 1, 128, reference_batch=32, max_steps=1, verbose=False)
-    assert r.plan["lr_scale"] == 4.0  # linear: 128 / 32
+    assert r.plan.lr_scale == 4.0  # linear: 128 / 32
     r = s.train("digits", 1, 128, reference_batch=32, lr_scaling="sqrt", max_steps=1,
                 verbose=False)
-    assert r.plan["lr_scale"] == 2.0
+    assert r.plan.lr_scale == 2.0
 
 
 def test_train_rejects_bad_arguments_clearly():
@@ -258,7 +264,8 @@ def test_train_accepts_arrays_with_a_test_split():
 RUN = """
 [model]
 input = [64]
-layers = [{dense = 32, activation = "relu"}, {dropout = 0.1}, {dense = 10, activation = "softmax"}]
+layers = [{layer = "dense", units = 32, activation = "relu"}, {layer = "dropout", p = 0.1},
+          {layer = "dense", units = 10, activation = "softmax"}]
 [optimizer]
 name = "adam"
 lr = 1e-2
@@ -285,7 +292,8 @@ def test_nexus_train_runs_a_run_file_and_saves_the_model(tmp_path, capsys):
 
 @pytest.mark.parametrize("text,match", [
     ("[model]\ninput = [64]\n", "needs input"),
-    ("[model]\ninput = [64]\nlayers = [{conv3d = 4}]\n", "unknown layer 'conv3d'"),
+    ("[model]\ninput = [64]\nlayers = [{layer = \"conv3d\", filters = 4}]\n",
+     r"\[model\] layers\[0\]: unknown layer 'conv3d'; valid: input, dense, conv2d"),
     (RUN.replace("[train]", "[train]\nspeed = 2"), r"\[train\]: unknown keys \['speed'\]"),
     (RUN.replace('name = "adam"', 'name = "lbfgs"'), "unknown name 'lbfgs'"),
     ("[model\n", "not valid TOML"),
@@ -304,3 +312,45 @@ def test_nexus_train_help_documents_every_table():
     with pytest.raises(SystemExit) as e:
         cli(["train", "--help"])
     assert e.value.code == 0
+
+
+@pytest.mark.parametrize("layers,match", [
+    ('{dense = 4}', r"\[model\] layers\[0\]: missing key 'layer' \(the layer kind, one of input, "
+                    r"dense, conv2d"),
+    ('{layer = "dense", units = 4}, {layer = "dense", unit = 4}',
+     r"\[model\] layers\[1\]: dense: unknown key 'unit'; valid keys: layer, units, activation, "
+     r"name"),
+    ('{layer = "dropout"}', r"layers\[0\]: dropout: missing key 'p'; valid keys: layer, p, name"),
+    ('{layer = "dense", units = "8"}', r"layers\[0\]: layer 'dense_1' \(dense\): units must be an "
+                                       r"integer >= 1, got '8'"),
+    ('{layer = "dense", units = 4, activation = "swish"}', r"unknown activation 'swish'; valid"),
+    ('{layer = "add", ref = 7}', r"layers\[0\]: graph description: add entry refers to value 7"),
+])
+def test_a_bad_model_layer_names_its_entry_the_key_and_what_is_valid(layers, match):
+    with pytest.raises(ValueError, match=match):
+        build_graph(_toml.load(io.BytesIO(f"input = [64]\nlayers = [{layers}]".encode())))
+
+
+@pytest.mark.parametrize("table,match", [
+    ({"input": [64], "layers": [], "inputs": 1},
+     r"\[model\]: unknown key 'inputs'; valid: dtype, input, layers, loss, seed"),
+    ({"layers": []}, r"\[model\]: needs input .* missing 'input'"),
+    ({"input": 64, "layers": []}, r"\[model\] input: expected one sample's shape"),
+    ({"input": [0], "layers": []}, r"\[model\] input: Shape dimensions must be positive"),
+    ({"input": [4], "layers": [], "loss": "mse"},
+     r"\[model\] loss: unknown loss 'mse'; valid: cross_entropy"),
+    ({"input": [4], "layers": [], "dtype": "int8"}, r"\[model\]: GraphBuilder dtype must be"),
+])
+def test_a_bad_model_table_names_the_key_and_what_is_valid(table, match):
+    with pytest.raises(ValueError, match=match):
+        build_graph(table)
+
+
+def test_the_model_table_is_the_builders_spec():
+    g = build_graph({"input": [64], "seed": 3, "layers": [
+        {"layer": "dense", "units": 32, "activation": "relu"}, {"layer": "dropout", "p": 0.1},
+        {"layer": "dense", "units": 10, "activation": "softmax", "name": "head"}]})
+    built = GraphBuilder(seed=3).input("features", Shape(1, 64)).dense(32, "relu").dropout(0.1)
+    built.dense(10, "softmax", name="head")
+    assert g.spec() == built.spec()
+    assert model_spec({"input": [64], "layers": []})["layers"] == built.spec()["layers"][:1]
