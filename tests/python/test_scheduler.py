@@ -1,6 +1,7 @@
 """The scheduler's policy in one process: the split, the rebalancer, cluster declarations, the
 train loop as a world of one, and `nexus train` (tests/mpi/test_mpi_scheduler.py runs 3 ranks)."""
 
+import dataclasses
 import io
 import json
 import math
@@ -15,9 +16,10 @@ from nexus import BatchSize, ClusterConfig, DeviceType, Epochs, GraphBuilder, Sc
 from nexus import _toml
 from nexus.cli import main as cli
 from nexus.scheduler.balance import AdaptiveBalancer, RunMeter
-from nexus.scheduler.profile import Profile
+from nexus.scheduler.plan import Compression, Plan, Rebalance
+from nexus.scheduler.profile import Gpu, Profile
 from nexus.scheduler.run_config import build_graph, model_spec
-from nexus.scheduler.split import equal_split, split_batch, step_time
+from nexus.scheduler.split import Split, equal_split, split_batch, step_time
 
 
 # ---- split -------------------------------------------------------------------------------------
@@ -354,3 +356,66 @@ def test_the_model_table_is_the_builders_spec():
     built.dense(10, "softmax", name="head")
     assert g.spec() == built.spec()
     assert model_spec({"input": [64], "layers": []})["layers"] == built.spec()["layers"][:1]
+
+
+# ---- the typed records: Profile, Split, Plan, Rebalance ------------------------------------------
+def test_a_profile_survives_its_json_form_and_refuses_bad_fields():
+    p = profiles("cpu")[0]
+    p = dataclasses.replace(p, gpu=Gpu("A100", 80 << 30, 79 << 30, "8.0", 0, 1))
+    assert Profile.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    with pytest.raises(ValueError, match="unknown device 'fpga'; valid: gpu, cpu"):
+        dataclasses.replace(p, device="fpga")
+    with pytest.raises(ValueError, match="gemm_flops must be > 0, got 0"):
+        dataclasses.replace(p, gemm_flops=0)
+    with pytest.raises(ValueError, match="unknown fields \\['speed'\\]; valid: rank, host"):
+        Profile.from_dict({**p.to_dict(), "speed": 1})
+    with pytest.raises(ValueError, match="Profile.from_dict: .*missing .*'host'"):
+        Profile.from_dict({k: v for k, v in p.to_dict().items() if k != "host"})
+    with pytest.raises(ValueError, match="index 2 is not one of the 1 visible GPUs"):
+        Gpu("A100", 1, 1, "8.0", 2, 1)
+
+
+def test_a_split_holds_non_negative_shares_and_knows_each_ranks_rows():
+    s = Split.proportional([2.0, 1.0, 1.0], 128)
+    assert s.shares == (64, 32, 32) and s.batch == 128 and len(s) == 3 and s[0] == 64
+    assert [s.offset(r) for r in range(3)] == [0, 64, 96] and list(s) == [64, 32, 32]
+    assert Split.equal(3, 10).shares == (4, 3, 3)
+    assert Split([np.int64(2), 1]).shares == (2, 1)
+    for bad in ([], [1, -1], [1.5], [True]):
+        with pytest.raises(ValueError, match="Split: shares must be integers >= 0"):
+            Split(tuple(bad))
+
+
+def plan(**changes):
+    fields = dict(world_size=2, batch=10, requested_batch=10, balance="static",
+                  groups=("a", "a"), hierarchical=False,
+                  compression=Compression("none", "none", "as requested"), lr_scale=1.0,
+                  probe_rates=(1.0, 1.0), bytes_per_sample=4.0, caps=(8, 8),
+                  split=Split((5, 5)), profiles=tuple(profiles("cpu", "cpu")),
+                  predicted_speedup_vs_equal=1.0)
+    return Plan(**{**fields, **changes})
+
+
+def test_a_plan_checks_its_per_rank_fields_and_logs_as_json():
+    d = json.loads(json.dumps(plan().to_dict()))
+    assert d["shares"] == [5, 5] and d["compression"]["ring"] == "none"
+    assert d["profiles"][1]["rank"] == 1 and "split" not in d
+    assert "nexus scheduler plan" in plan().render()
+    with pytest.raises(ValueError, match="caps has 1 entries for 2 ranks"):
+        plan(caps=(8,))
+    with pytest.raises(ValueError, match=r"the split \[5, 4\] sums to 9, not the batch 10"):
+        plan(split=Split((5, 4)))
+    with pytest.raises(ValueError, match="unknown balance 'fair'; valid: adaptive, static, equal"):
+        plan(balance="fair")
+    with pytest.raises(ValueError, match="lr_scale and bytes_per_sample must be > 0"):
+        plan(lr_scale=0.0)
+
+
+def test_a_rebalance_moves_samples_within_one_batch():
+    e = Rebalance(7, Split((5, 5)), Split((8, 2)), 1.5, (4.0, 1.0))
+    assert e.to_dict() == {"step": 7, "old": [5, 5], "new": [8, 2], "predicted_speedup": 1.5,
+                           "rates": [4.0, 1.0]}
+    with pytest.raises(ValueError, match="must split the same batch over the same ranks"):
+        Rebalance(7, Split((5, 5)), Split((8, 3)), 1.5, (4.0, 1.0))
+    with pytest.raises(ValueError, match="predicted_speedup must be > 1"):
+        Rebalance(7, Split((5, 5)), Split((8, 2)), 1.0, (4.0, 1.0))
