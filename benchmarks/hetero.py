@@ -116,7 +116,7 @@ def core_notes(before, after, ours, wall):
 def identical_weights(model):
     import nexus.distributed as dist
 
-    mine = np.concatenate([p.numpy().ravel() for p in model._native.params])
+    mine = np.concatenate([p.numpy().ravel() for p in model.params.values()])
     everyone = dist.all_gather(mine[None, :])
     return all(np.array_equal(everyone[r], everyone[0]) for r in range(len(everyone)))
 
@@ -161,7 +161,7 @@ def train_mode(args, data, mode, log_dir):
     compute, fresh_ms = step_log(log, r.seconds) if log else (None, None)
     return dict(sps=r.samples_per_second, ideal=r.ideal_samples_per_second,
                 eff=r.samples_per_second / r.ideal_samples_per_second, shares=r.shares,
-                plan_shares=r.plan["shares"], probe=r.plan["probe_rates"],
+                plan_shares=list(r.plan.split), probe=list(r.plan.probe_rates),
                 rebalances=len(r.rebalances), accuracy=r.accuracy, steps=r.steps,
                 step_ms=1e3 * r.seconds / r.steps, steady=steady,
                 compute=compute, fresh_ms=fresh_ms)
@@ -228,7 +228,7 @@ def digits_runs(epochs):
         if not identical_weights(s.model):
             raise SystemExit(f"check failed (digits, {label}): the ranks' weights differ")
         out.append((label, 100 * r.accuracy, st.bytes_sent / st.bytes_uncompressed,
-                    r.plan["compression"], r.history[-1]["loss"]))
+                    r.plan.compression, r.history[-1]["loss"]))
     return out
 
 
@@ -236,7 +236,7 @@ def digits_rows(results, epochs):
     base = results[0][1]
     rows = []
     for label, acc, wire, codecs, loss in results:
-        rows.append([label, f"ring={codecs['ring']} ({codecs['reason']})", epochs, f"{loss:.4f}",
+        rows.append([label, f"ring={codecs.ring} ({codecs.reason})", epochs, f"{loss:.4f}",
                      f"{acc:.2f}", f"{acc - base:+.2f}", f"{wire:.3f}"])
     return rows
 
@@ -258,7 +258,7 @@ def bars(runs, digits):
             ["rank 0 has the largest planned (probe) share (runs)", f"{planned}/{len(adaptive)}",
              "every run", planned == len(adaptive)]]
     for label, acc, _, codecs, _ in digits[1:]:
-        if codecs["ring"] != "none":
+        if codecs.ring != "none":
             rows.append([f"digits accuracy, {label} vs none (points)", f"{acc - base:+.2f}",
                          f"within {ACCURACY_BAR:g}", abs(acc - base) <= ACCURACY_BAR])
     return [r[:3] + ["PASS" if r[3] else "FAIL"] for r in rows]

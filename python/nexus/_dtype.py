@@ -10,15 +10,18 @@ __all__ = ["dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64
 
 
 class dtype:
-    """An element type. Compares equal to itself and to its name (``nx.float32 == "float32"``)."""
+    """An element type. Compares equal to itself and to its name (``nx.float32 == "float32"``).
 
-    __slots__ = ("name", "itemsize", "is_floating_point", "_code")
+    ``code`` is the native ``nexus._C.DType`` the core takes (``nx.float32.code``).
+    """
+
+    __slots__ = ("name", "itemsize", "is_floating_point", "code")
 
     def __init__(self, name: str, itemsize: int, is_floating_point: bool, code: _C.DType):
         self.name = name
         self.itemsize = itemsize
         self.is_floating_point = is_floating_point
-        self._code = code
+        self.code = code
 
     def __repr__(self) -> str:
         return f"nexus.{self.name}"
@@ -50,7 +53,7 @@ bool_ = dtype("bool", 1, False, _C.DType.bool)
 
 _ALL = (float32, float64, float16, bfloat16, int32, int64, bool_)
 _BY_NAME = {d.name: d for d in _ALL}
-_BY_CODE = {d._code: d for d in _ALL}
+_BY_CODE = {d.code: d for d in _ALL}
 _ALIASES = {"float": float32, "double": float64, "half": float16, "int": int64, "long": int64}
 
 

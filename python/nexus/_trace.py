@@ -103,7 +103,7 @@ class Tracer:
         self.read_shape = False
 
     def bind_input(self, name: str, t: Tensor, source: tuple) -> int:
-        v = self.graph.add_input(name, list(_shape_of(t)), t._dtype)
+        v = self.graph.add_input(name, list(_shape_of(t)), t.dtype.code)
         self.values[id(t)] = v
         self.keep.append(t)
         self.sources.append(source)
@@ -135,7 +135,7 @@ class Tracer:
         v = self.graph.add_traced(
             kind=node.kind, inputs=inputs, name=name, unary=node.unary, binary=node.binary,
             ints=node.ints, floats=node.floats, reduce=node.reduce, keepdims=node.keepdims,
-            absent=node.absent, shape=list(_shape_of(out)), dtype=out._dtype)
+            absent=node.absent, shape=list(_shape_of(out)), dtype=out.dtype.code)
         self.values[id(out)] = v
         self.keep.append(out)
 

@@ -33,7 +33,7 @@ def save(model, path) -> None:
 
     tensors = {f"param/{n}": np.ascontiguousarray(t.numpy()) for n, t in model.params.items()}
     tensors.update({f"buffer/{n}": np.ascontiguousarray(t.numpy())
-                    for n, t in zip(model.buffer_names, model._native.buffers)})
+                    for n, t in model.buffers.items()})
     state = model.optimizer.state_dict()
     tensors.update({f"optim/{k}": np.ascontiguousarray(v) for k, v in state["state"].items()})
     tensors["optim_param_steps"] = np.ascontiguousarray(state["param_steps"], dtype=np.int64)
@@ -66,11 +66,13 @@ def load(path):
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: not a Nexus checkpoint (format {meta.get('format')!r}, expected {FORMAT!r})")
     opt_meta = json.loads(meta["optimizer"])
-    builder = GraphBuilder.from_spec(json.loads(meta["graph"]))
+    try:
+        builder = GraphBuilder.from_spec(json.loads(meta["graph"]))
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
     model = builder.compile(loss=meta["loss"], optimizer=from_config(opt_meta["config"]))
-    for kind, names, targets in (("param", model.param_names, model._native.params),
-                                 ("buffer", model.buffer_names, model._native.buffers)):
-        for name, target in zip(names, targets):
+    for kind, targets in (("param", model.params), ("buffer", model.buffers)):
+        for name, target in targets.items():
             key = f"{kind}/{name}"
             if key not in tensors or tensors[key].shape != tuple(target.shape):
                 raise ValueError(f"{path}: {key} is missing or has the wrong shape; the file does not "

@@ -59,7 +59,7 @@ def _as_tensor(x, like: Tensor | None = None) -> Tensor:
         return x
     if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, complex):
         dt = _scalar_dtype(x, like.dtype) if like is not None else _infer_dtype(x)
-        return _C.full([], float(x), dt._code)
+        return _C.full([], float(x), dt.code)
     if isinstance(x, (np.ndarray, list, tuple)):
         return tensor(x)
     raise TypeError(f"expected a Tensor, a number or an array, got {type(x).__name__}")
@@ -82,7 +82,7 @@ def _axes(axis) -> list[int]:
 
 
 def _dt(dtype, default=float32):
-    return (default if dtype is None else as_dtype(dtype))._code
+    return (default if dtype is None else as_dtype(dtype)).code
 
 
 # ---- creation ----------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
         arr = _numpy_source(data, dtype)
         target = as_dtype(dtype) if dtype is not None else None
         if target is bfloat16:
-            out = _C.astype(_C.from_numpy(np.array(arr, dtype=np.float32, order="C")), bfloat16._code)
+            out = _C.astype(_C.from_numpy(np.array(arr, dtype=np.float32, order="C")), bfloat16.code)
         else:
             np_target = None if target is None else np.dtype(target.name)
             out = _C.from_numpy(np.array(arr, dtype=np_target, order="C", copy=True))
@@ -196,7 +196,7 @@ def ones(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
 
 def full(shape, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
     dt = as_dtype(dtype) if dtype is not None else _infer_dtype(fill_value)
-    return _leaf(_C.full(_shape((shape,)), float(fill_value), dt._code), requires_grad)
+    return _leaf(_C.full(_shape((shape,)), float(fill_value), dt.code), requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None) -> Tensor:
@@ -204,7 +204,7 @@ def arange(start, stop=None, step=1, dtype=None) -> Tensor:
         start, stop = 0, start
     all_int = all(isinstance(v, (numbers.Integral, np.integer)) for v in (start, stop, step))
     dt = as_dtype(dtype) if dtype is not None else (int64 if all_int else float32)
-    return _C.arange(float(start), float(stop), float(step), dt._code)
+    return _C.arange(float(start), float(stop), float(step), dt.code)
 
 
 def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:

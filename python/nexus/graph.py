@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
 import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,6 +27,12 @@ from . import _graph_args as _args
 _K = _C.OpKind
 _U = _C.UnaryOp
 _B = _C.BinaryOp
+SPEC_FORMAT = "nexus.graph/1"
+# The layers a spec may hold: one per builder method that records an entry (residual records its
+# block's entries and an add).
+SPEC_LAYERS = ("input", "dense", "conv2d", "max_pool2d", "avg_pool2d", "flatten", "dropout",
+               "batch_norm", "layer_norm", "activation", "use", "add", "concat")
+LOSSES = ("cross_entropy",)
 
 
 class Shape(tuple):
@@ -90,6 +98,26 @@ class Ref(int):
         ref = super().__new__(cls, value)
         ref._owner, ref._epoch = owner, epoch
         return ref
+
+
+class SpecError(ValueError):
+    """A graph description (``GraphBuilder.spec``) that cannot be built. ``index``: the entry of
+    its ``layers`` at fault (None: the description as a whole); ``reason``: what is wrong."""
+
+    def __init__(self, index: int | None, reason: str):
+        where = "graph description" if index is None else f"graph description layers[{index}]"
+        super().__init__(f"{where}: {reason}")
+        self.index, self.reason = index, reason
+
+
+class TrainingGraph(NamedTuple):
+    """What ``GraphBuilder.training_graph`` hands the compiled model."""
+
+    builder: "GraphBuilder"  # the replay the graph was built on (its architecture, not to extend)
+    graph: _C.Graph  # layers, labels input and loss node, shapes inferred
+    output: int  # the model's output value
+    params: list[tuple[str, np.ndarray]]  # initial parameter values, in graph order
+    buffers: list[tuple[str, np.ndarray]]  # initial buffer values (batch-norm statistics)
 
 
 def _transaction(method):
@@ -219,10 +247,10 @@ class GraphBuilder:
         return self._apply(e)
 
     @_transaction
-    def activation(self, a, name: str | None = None) -> "GraphBuilder":
+    def activation(self, activation, name: str | None = None) -> "GraphBuilder":
         """An activation on its own (an ``Activation`` or its name)."""
         e, at = self._entry("activation", name)
-        e["activation"] = _activation(at, a)
+        e["activation"] = _activation(at, activation)
         return self._apply(e)
 
     # ---- branches and skips ---------------------------------------------------------------------
@@ -282,24 +310,89 @@ class GraphBuilder:
         """
         from .model import Model  # noqa: PLC0415  (model imports graph)
 
-        # The model gets its own replay of the layers (same seed, same parameters): compiling adds
-        # the labels input and the loss, and this builder must stay buildable and compilable.
-        return Model._from_builder(GraphBuilder.from_spec(self.spec()), loss, optimizer, fusion=fusion)
+        return Model.from_builder(self, loss, optimizer, fusion=fusion)
+
+    def training_graph(self, loss: str = "cross_entropy") -> TrainingGraph:
+        """The graph a compiled model trains, built on a replay of this builder's layers (same
+        seed, same initial parameters) so that this builder stays buildable and compilable: the
+        layers, then a ``labels`` input and the ``loss`` node (softmax followed by cross-entropy
+        becomes one stable log-softmax on the logits). ``GraphBuilder.compile`` is the usual way
+        to use it.
+
+        Raises:
+            ValueError: an unknown loss, an empty graph, outputs that are not (batch, classes).
+
+        Example:
+            >>> tg = GraphBuilder().input("x", Shape(2, 4)).dense(3, "softmax").training_graph()
+            >>> [name for name, _ in tg.params]
+            ['dense_1.weight', 'dense_1.bias']
+        """
+        if loss not in LOSSES:
+            raise ValueError(f"compile: unknown loss {loss!r}; valid: {', '.join(LOSSES)}")
+        if self._current is None:
+            raise ValueError("compile: the graph is empty; call input(...) and add layers first")
+        g = GraphBuilder.from_spec(self.spec())
+        out, graph = g._current, g._graph
+        if len(g.shape_of(out)) != 2:
+            raise ValueError(f"compile: cross_entropy needs (batch, classes) outputs, got "
+                             f"{g.shape_of(out)}")
+        labels = graph.add_input("labels", [_C.kBatch], _C.DType.int64)
+        logits = g._softmax_logits.get(out, out)
+        graph.output = out
+        graph.loss = graph.add_node(_K.cross_entropy, [logits, labels], "loss", ints=[1])
+        g._infer_shapes()  # the labels and the loss; the layers are inferred already
+        return TrainingGraph(g, graph, out, list(g._params), list(g._buffers))
 
     def spec(self) -> dict:
         """The architecture as plain JSON-able data (replayed by ``GraphBuilder.from_spec``)."""
-        return {"format": "nexus.graph/1", "seed": self.seed, "dtype": self.dtype,
+        return {"format": SPEC_FORMAT, "seed": self.seed, "dtype": self.dtype,
                 "layers": [dict(e) for e in self._entries]}
 
     @classmethod
     def from_spec(cls, spec: dict) -> "GraphBuilder":
-        """The builder a ``spec()`` describes (same layers, same initial parameters)."""
-        if not isinstance(spec, dict) or spec.get("format") != "nexus.graph/1":
-            raise ValueError("not a Nexus graph description (expected format 'nexus.graph/1')")
-        g = cls(seed=spec["seed"], dtype=spec["dtype"])
-        for entry in spec["layers"]:
-            g._apply(dict(entry))
+        """The builder a graph description describes (same layers, same initial parameters).
+
+        ``spec`` is what ``spec()`` returns: ``format`` ("nexus.graph/1"), ``seed``, ``dtype``
+        and ``layers``, one entry per call: ``layer`` (one of ``SPEC_LAYERS``) and the method's
+        arguments by name (``{"layer": "dense", "units": 10, "activation": "softmax"}``; a
+        ``name`` left out is generated; ``ref`` is the value id a ``tap()`` returned). Each
+        entry is checked as the method checks its arguments.
+
+        Raises:
+            SpecError: a description that is not one, or an entry that cannot be built (its
+                ``index`` in ``layers``; the message names the key and what is valid).
+
+        Example:
+            >>> g = GraphBuilder.from_spec({"format": "nexus.graph/1", "seed": 0,
+            ...     "dtype": "float32", "layers": [
+            ...         {"layer": "input", "name": "x", "shape": [1, 4]},
+            ...         {"layer": "dense", "units": 2, "activation": "softmax"}]})
+        """
+        if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
+            raise SpecError(None, f"not a Nexus graph description (expected format "
+                                  f"{SPEC_FORMAT!r})")
+        unknown = sorted(set(spec) - {"format", "seed", "dtype", "layers"})
+        if unknown:
+            raise SpecError(None, f"unknown key {unknown[0]!r}; valid: format, seed, dtype, layers")
+        if not isinstance(spec.get("layers"), list):
+            raise SpecError(None, f"layers must be a list of layer entries, got "
+                                  f"{spec.get('layers')!r}")
+        try:
+            g = cls(seed=spec.get("seed", 0), dtype=spec.get("dtype", "float32"))
+        except (TypeError, ValueError) as e:
+            raise SpecError(None, str(e)) from None
+        for i, entry in enumerate(spec["layers"]):
+            try:
+                g._replay(entry)
+            except (TypeError, ValueError) as e:
+                raise SpecError(i, str(e)) from None
         return g
+
+    @property
+    def layers(self) -> list[dict]:
+        """One record per layer built so far (``use`` is not a layer): ``name``, ``kind``,
+        ``value`` (its output value), ``params`` (parameter count) and ``first_node``."""
+        return [dict(layer) for layer in self._layers]
 
     @property
     def sample_shape(self) -> tuple[int, ...] | None:
@@ -308,6 +401,25 @@ class GraphBuilder:
         return self._sample_shape
 
     # ---- internals ------------------------------------------------------------------------------
+    def _replay(self, entry) -> None:
+        """Appends one spec entry through its builder method, so that it is checked as a call."""
+        if not isinstance(entry, dict) or "layer" not in entry:
+            raise ValueError(f"missing key 'layer' (the layer kind, one of "
+                             f"{', '.join(SPEC_LAYERS)}) in {entry!r}")
+        if entry["layer"] not in SPEC_LAYERS:
+            raise ValueError(f"unknown layer {entry['layer']!r}; valid: {', '.join(SPEC_LAYERS)}")
+        kind, args = entry["layer"], {k: v for k, v in entry.items() if k != "layer"}
+        params = inspect.signature(getattr(type(self), kind)).parameters
+        valid = [p for p in params if p != "self"]
+        unknown = sorted(set(args) - set(valid))
+        missing = [p for p in valid if p not in args and params[p].default is inspect.Parameter.empty]
+        if unknown or missing:
+            what = f"unknown key {unknown[0]!r}" if unknown else f"missing key {missing[0]!r}"
+            raise ValueError(f"{kind}: {what}; valid keys: layer, {', '.join(valid)}")
+        if "ref" in args:
+            args["ref"] = Ref(self._spec_ref(entry), self._token, len(self._undone))
+        getattr(self, kind)(**args)
+
     def _names(self) -> set[str]:
         return self._layer_names
 

@@ -81,11 +81,11 @@ class _Plan:
 
 
 def _exact(t: Tensor) -> tuple:
-    return int(t._dtype), tuple(t.shape)
+    return int(t.dtype.code), tuple(t.shape)
 
 
 def _loose(t: Tensor) -> tuple:
-    return int(t._dtype), t.ndim, tuple(d == 1 for d in t.shape)
+    return int(t.dtype.code), t.ndim, tuple(d == 1 for d in t.shape)
 
 
 def _structure(a, leaves: list):

@@ -18,9 +18,6 @@ from .data import DataLoader
 from .functional import tensor as _tensor
 from .graph import GraphBuilder
 
-_K = _C.OpKind
-_LOSSES = ("cross_entropy",)
-
 
 def _as_features(x, dtype) -> _C.Tensor:
     if isinstance(x, _C.Tensor):
@@ -65,32 +62,21 @@ class Model:
         raise TypeError("create models with GraphBuilder(...).compile(loss=..., optimizer=...)")
 
     @classmethod
-    def _from_builder(cls, builder: GraphBuilder, loss: str, optimizer, fusion: bool = True) -> "Model":
-        if loss not in _LOSSES:
-            raise ValueError(f"compile: unknown loss {loss!r}; valid: {', '.join(_LOSSES)}")
-        if builder._current is None:
-            raise ValueError("compile: the graph is empty; call input(...) and add layers first")
+    def from_builder(cls, builder: GraphBuilder, loss: str = "cross_entropy", optimizer=None,
+                     fusion: bool = True) -> "Model":
+        """The trainable model ``builder`` describes; ``builder.compile(...)`` calls it, with the
+        same arguments and errors (see ``GraphBuilder.compile``)."""
+        tg = builder.training_graph(loss)
         self = object.__new__(cls)
-        self.builder = builder
+        self.builder = tg.builder
         self.loss_name = loss
-        self.optimizer = optimizer
-        g = builder._graph
-        out = builder._current
-        if len(builder.shape_of(out)) != 2:
-            raise ValueError(f"compile: cross_entropy needs (batch, classes) outputs, got {builder.shape_of(out)}")
-        labels = g.add_input("labels", [_C.kBatch], _C.DType.int64)
-        # softmax + cross-entropy lowers to one stable log-softmax on the logits
-        logits = builder._softmax_logits.get(out, out)
-        g.output = out
-        g.loss = g.add_node(_K.cross_entropy, [logits, labels], "loss", ints=[1])
-        builder._infer_shapes()  # the labels and the loss; the layers are inferred already
         self._dtype = builder.dtype
-        params = [_tensor(np.ascontiguousarray(v)) for _, v in builder._params]
-        buffers = [_tensor(np.ascontiguousarray(v)) for _, v in builder._buffers]
-        self._native = _C.CompiledModel(g, params, buffers, bool(fusion))
-        self.param_names = [n for n, _ in builder._params]
-        self.buffer_names = [n for n, _ in builder._buffers]
-        self.num_classes = builder.shape_of(out)[1]
+        params = [_tensor(np.ascontiguousarray(v)) for _, v in tg.params]
+        buffers = [_tensor(np.ascontiguousarray(v)) for _, v in tg.buffers]
+        self._native = _C.CompiledModel(tg.graph, params, buffers, bool(fusion))
+        self.param_names = [n for n, _ in tg.params]
+        self.buffer_names = [n for n, _ in tg.buffers]
+        self.num_classes = tg.builder.shape_of(tg.output)[1]
         if optimizer is None:  # the documented default (GraphBuilder.compile, README)
             from .optim import SGD  # noqa: PLC0415
 
@@ -99,7 +85,7 @@ class Model:
             raise ValueError("compile: pass an optimizer without parameters (nx.optim.Adam(lr=...)); "
                              "the compiled model supplies its own")
         self.optimizer = optimizer
-        self._opt_config = optimizer._native_config()
+        self._opt_config = optimizer.native_config()
         self.history = History()
         return self
 
@@ -111,9 +97,22 @@ class Model:
         fit the model's input, or a batch with more or fewer labels than samples.
         """
         self._check_batch("train_step", x, y)
-        state = self.optimizer._native_state()
+        state = self.optimizer.native_state()
         lr = self.optimizer.lr_at(state.step)
         return self._native.train_step(_as_features(x, self._dtype), _as_labels(y), self._opt_config, lr, state)
+
+    def forward_backward(self, x, y) -> float:
+        """Forward and backward on a batch without an update: the gradients (``grads``) are
+        computed, the weights and the optimizer state stay. The scheduler probes a rank's speed
+        with it, and warms buffers and kernels up for a batch size before timing it.
+
+        Returns the batch's mean loss. Raises ValueError as ``train_step`` does.
+
+        Example:
+            >>> loss = model.forward_backward(x[:32], y[:32])
+        """
+        self._check_batch("forward_backward", x, y)
+        return self._native.forward_backward(_as_features(x, self._dtype), _as_labels(y))
 
     def _check_batch(self, where: str, x, y=None) -> None:
         if not hasattr(x, "shape"):
@@ -232,7 +231,7 @@ class Model:
         """Layers, output shapes and parameter counts (printed, and returned as text)."""
         b = self.builder
         rows = [(layer["name"], layer["kind"], str(b.shape_of(layer["value"])), layer["params"])
-                for layer in b._layers]
+                for layer in b.layers]
         w = [max(len(r[i]) for r in rows + [("layer", "kind", "output shape")]) for i in range(3)]
         lines = [f"{'layer':<{w[0]}}  {'kind':<{w[1]}}  {'output shape':<{w[2]}}  params"]
         lines += [f"{n:<{w[0]}}  {k:<{w[1]}}  {s:<{w[2]}}  {p:,}" for n, k, s, p in rows]
@@ -266,11 +265,16 @@ class Model:
     @property
     def optimizer_steps(self) -> int:
         """Optimizer steps taken so far (what learning-rate schedules are evaluated at)."""
-        return int(self.optimizer._native_state().step)
+        return int(self.optimizer.native_state().step)
 
     @property
     def params(self) -> dict:
         return dict(zip(self.param_names, self._native.params))
+
+    @property
+    def buffers(self) -> dict:
+        """Buffer name -> the model's tensor (batch-norm running statistics), as ``params``."""
+        return dict(zip(self.buffer_names, self._native.buffers))
 
     @property
     def grads(self) -> dict:
@@ -282,7 +286,7 @@ class Model:
 
     def __repr__(self) -> str:
         n = sum(p.size for p in self._native.params)
-        return f"<nexus Model: {len(self.builder._layers)} layers, {n:,} parameters, loss={self.loss_name}>"
+        return f"<nexus Model: {len(self.builder.layers)} layers, {n:,} parameters, loss={self.loss_name}>"
 
 
 class History:

@@ -190,8 +190,8 @@ class Optimizer:
     """Base class: an optimizer configuration, plus parameters and state when used eagerly.
 
     The contract with the compiled model (which calls the native update itself) is three methods:
-    ``_native_config()`` (the ``nexus._C.optim.Config``), ``lr_at(step)`` (the learning rate for
-    the update made after ``step`` updates) and ``_native_state()`` (the ``nexus._C.optim.State``
+    ``native_config()`` (the ``nexus._C.optim.Config``), ``lr_at(step)`` (the learning rate for
+    the update made after ``step`` updates) and ``native_state()`` (the ``nexus._C.optim.State``
     to update, so that ``state_dict()`` covers the compiled path too).
     """
 
@@ -209,7 +209,7 @@ class Optimizer:
 
     # -- the contract with the compiled model --
 
-    def _native_config(self):
+    def native_config(self):
         """The native ``Config`` (kind and hyperparameters) that ``nexus._C.optim.step`` takes."""
         return self._config
 
@@ -217,7 +217,7 @@ class Optimizer:
         """The learning rate of the update made after ``step`` updates (0 for the first)."""
         return _lr_of(self.lr, step)
 
-    def _native_state(self):
+    def native_state(self):
         """The native ``State`` (step count, moments) that ``nexus._C.optim.step`` updates."""
         return self._state
 

@@ -22,7 +22,7 @@ def _dtype(self):
 
 
 def _repr(self) -> str:
-    arr = (F._C.astype(self.detach(), float32._code) if self._dtype == bfloat16._code else self).numpy()
+    arr = (_C.astype(self.detach(), float32.code) if self._dtype == bfloat16.code else self).numpy()
     body = np.array2string(arr, separator=", ", prefix="tensor(")
     extra = f", dtype={self.dtype}" if self.dtype != float32 else ""
     grad = f", grad_fn=<{self.grad_fn}>" if self.grad_fn else (", requires_grad=True" if self.requires_grad else "")
@@ -32,18 +32,18 @@ def _repr(self) -> str:
 def _item(self):
     if self.size != 1:
         raise ValueError(f"only one-element tensors can be converted to Python scalars, got shape {self.shape}")
-    arr = (F._C.astype(self.detach(), float32._code) if self._dtype == bfloat16._code else self).numpy()
+    arr = (_C.astype(self.detach(), float32.code) if self._dtype == bfloat16.code else self).numpy()
     return arr.reshape(()).item()
 
 
 def _tolist(self):
-    arr = (F._C.astype(self.detach(), float32._code) if self._dtype == bfloat16._code else self).numpy()
+    arr = (_C.astype(self.detach(), float32.code) if self._dtype == bfloat16.code else self).numpy()
     return arr.tolist()
 
 
 def _astype(self, dtype, copy: bool = True):
     """This tensor converted to ``dtype``; a copy even for the same dtype unless ``copy=False``."""
-    code = as_dtype(dtype)._code
+    code = as_dtype(dtype).code
     if code == self._dtype:
         return _C.clone(self) if copy else self
     return _C.astype(self, code)
@@ -67,11 +67,11 @@ def _backward(self, gradient=None) -> None:
             raise ValueError(
                 f"backward: grad can be implicitly created only for one-element outputs; this tensor has "
                 f"shape {self.shape}, so pass gradient= of that shape")
-        gradient = F._C.full(list(self.shape), 1.0, self._dtype)
+        gradient = _C.full(list(self.shape), 1.0, self._dtype)
     else:
         gradient = F._as_tensor(gradient, self)
         if gradient.dtype != self.dtype:
-            gradient = F._C.astype(gradient, self._dtype)
+            gradient = _C.astype(gradient, self._dtype)
     self._backward(gradient)
 
 

@@ -97,7 +97,8 @@ def test_nexus_train_runs_under_mpiexec_and_rank_0_alone_writes(run_job, tmp_pat
     run.write_text(f"""
 [model]
 input = [64]
-layers = [{{dense = 32, activation = "relu"}}, {{dense = 10, activation = "softmax"}}]
+layers = [{{layer = "dense", units = 32, activation = "relu"}},
+          {{layer = "dense", units = 10, activation = "softmax"}}]
 [optimizer]
 name = "sgd"
 lr = 0.1

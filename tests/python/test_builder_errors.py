@@ -13,7 +13,8 @@ import pytest
 import nexus as nx
 from nexus.graph import GraphBuilder, Ref, Shape
 
-READ_ONLY = {"tap", "compile", "spec", "from_spec", "shape_of", "sample_shape"}
+READ_ONLY = {"tap", "compile", "spec", "from_spec", "shape_of", "sample_shape", "layers",
+             "training_graph"}
 
 
 def base():

@@ -178,7 +178,7 @@ def test_sgd_skips_parameters_whose_grad_is_none(rng):
     got, opt = run_nx(lambda ts: nx.optim.SGD(ts, lr=0.1, momentum=0.9, weight_decay=0.1),
                       params, grads)
     assert_close(got, ref_sgd(params, grads, 0.1, momentum=0.9, weight_decay=0.1))
-    assert list(opt._native_state().param_steps) == [4, 3, 4]
+    assert list(opt.native_state().param_steps) == [4, 3, 4]
 
 
 def test_adam_counts_steps_per_parameter(rng):
@@ -191,7 +191,7 @@ def test_parameter_never_given_a_gradient_is_untouched_and_has_no_buffers(rng):
     params, grads = make_problem(rng, missing={(k, 2) for k in range(5)})
     got, opt = run_nx(lambda ts: nx.optim.AdamW(ts, lr=0.01, weight_decay=0.1), params, grads)
     np.testing.assert_array_equal(got[2], params[2])
-    state = opt._native_state()
+    state = opt.native_state()
     assert state.m[2] is None and state.v[2] is None and state.m[0] is not None
     assert "2.exp_avg" not in opt.state_dict()["state"]
 
@@ -303,7 +303,7 @@ def test_bad_parameters_raise():
 def test_bad_tensors_raise_and_a_failed_step_changes_nothing():
     a = nx.tensor(np.ones(3), requires_grad=True)
     b = nx.tensor(np.ones((2, 2)), requires_grad=True)
-    config, state = nx.optim.SGD(lr=0.1, momentum=0.9)._native_config(), _C.optim.State()
+    config, state = nx.optim.SGD(lr=0.1, momentum=0.9).native_config(), _C.optim.State()
     ga = nx.tensor(np.ones(3))
     _C.optim.step(config, 0.1, [a, b], [ga, None], state)
     shape_msg = r"SGD: gradient 1 has shape \(4,\) but its parameter has shape \(2, 2\)"
@@ -345,12 +345,12 @@ def test_native_step_matches_the_reference(rng):
 def test_config_only_optimizer_provides_config_and_lr_for_a_compiled_model():
     sched = nx.optim.LinearWarmup(nx.optim.CosineDecay(1e-3, total_steps=100), warmup_steps=10)
     opt = nx.optim.AdamW(lr=sched, betas=(0.8, 0.95), eps=1e-7, weight_decay=0.05, clip_norm=1.0)
-    c = opt._native_config()
+    c = opt.native_config()
     assert c.kind == _C.optim.Config.Kind.AdamW
     assert (c.beta1, c.beta2, c.eps, c.weight_decay, c.clip_norm) == (0.8, 0.95, 1e-7, 0.05, 1.0)
     assert [opt.lr_at(k) for k in (0, 5, 10, 60)] == [sched(k) for k in (0, 5, 10, 60)]
-    assert opt.params is None and isinstance(opt._native_state(), _C.optim.State)
-    sgd = nx.optim.SGD(lr=0.1, momentum=0.9, nesterov=True)._native_config()
+    assert opt.params is None and isinstance(opt.native_state(), _C.optim.State)
+    sgd = nx.optim.SGD(lr=0.1, momentum=0.9, nesterov=True).native_config()
     assert (sgd.kind, sgd.momentum, sgd.nesterov) == (_C.optim.Config.Kind.SGD, 0.9, True)
     assert sgd.clip_norm == 0.0
     assert nx.optim.SGD(lr=0.5).lr_at(1000) == 0.5

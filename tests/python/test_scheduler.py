@@ -1,6 +1,8 @@
 """The scheduler's policy in one process: the split, the rebalancer, cluster declarations, the
 train loop as a world of one, and `nexus train` (tests/mpi/test_mpi_scheduler.py runs 3 ranks)."""
 
+import dataclasses
+import io
 import json
 import math
 
@@ -11,9 +13,13 @@ from hypothesis import strategies as st
 
 import nexus as nx
 from nexus import BatchSize, ClusterConfig, DeviceType, Epochs, GraphBuilder, Scheduler, Shape
+from nexus import _toml
 from nexus.cli import main as cli
 from nexus.scheduler.balance import AdaptiveBalancer, RunMeter
-from nexus.scheduler.split import equal_split, split_batch, step_time
+from nexus.scheduler.plan import Compression, Plan, Rebalance
+from nexus.scheduler.profile import Gpu, Profile
+from nexus.scheduler.run_config import build_graph, model_spec
+from nexus.scheduler.split import Split, equal_split, split_batch, step_time
 
 
 # ---- split -------------------------------------------------------------------------------------
@@ -147,7 +153,9 @@ def test_run_meter_never_reports_more_than_the_ranks_summed_rate():
 
 # ---- cluster declarations ----------------------------------------------------------------------
 def profiles(*devices):
-    return [{"rank": r, "device": d, "device_name": "X"} for r, d in enumerate(devices)]
+    return [Profile(rank=r, host="h", device=d, device_name="X", cores=1, threads=1,
+                    gemm_flops=1e9, memory_total=1 << 30, memory_free=1 << 30)
+            for r, d in enumerate(devices)]
 
 
 def test_ranks_fill_declared_groups_in_order():
@@ -200,10 +208,10 @@ def test_train_as_a_world_of_one_reports_what_it_did(tmp_path):
     r = s.train("digits", Epochs(3), BatchSize(128), log_file=tmp_path / "log.jsonl",
                 heatmap_png=tmp_path / "heat.png", verbose=False)
     assert r.shares == [128] and r.accuracy > 0.8 and len(r.history) == 3
-    assert r.samples_per_second > 0 and r.plan["world_size"] == 1
+    assert r.samples_per_second > 0 and r.plan.world_size == 1
     assert 0 < r.samples_per_second <= r.ideal_samples_per_second
     assert "% of the ranks' summed rate" in r.summary()
-    assert r.plan["profiles"][0]["gemm_flops"] > 0 and r.plan["lr_scale"] == 1.0
+    assert r.plan.profiles[0].gemm_flops > 0 and r.plan.lr_scale == 1.0
     events = [json.loads(line)["event"]
               for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert events[0] == "plan" and events.count("epoch") == 3 and events[-1] == "done"
@@ -213,10 +221,10 @@ def test_train_as_a_world_of_one_reports_what_it_did(tmp_path):
 def test_train_scales_the_learning_rate_by_the_documented_rule():
     s = Scheduler.with_graph(mlp(), optimizer=nx.optim.SGD(lr=0.1))
     r = s.train("digits", 1, 128, reference_batch=32, max_steps=1, verbose=False)
-    assert r.plan["lr_scale"] == 4.0  # linear: 128 / 32
+    assert r.plan.lr_scale == 4.0  # linear: 128 / 32
     r = s.train("digits", 1, 128, reference_batch=32, lr_scaling="sqrt", max_steps=1,
                 verbose=False)
-    assert r.plan["lr_scale"] == 2.0
+    assert r.plan.lr_scale == 2.0
 
 
 def test_train_rejects_bad_arguments_clearly():
@@ -258,7 +266,8 @@ def test_train_accepts_arrays_with_a_test_split():
 RUN = """
 [model]
 input = [64]
-layers = [{dense = 32, activation = "relu"}, {dropout = 0.1}, {dense = 10, activation = "softmax"}]
+layers = [{layer = "dense", units = 32, activation = "relu"}, {layer = "dropout", p = 0.1},
+          {layer = "dense", units = 10, activation = "softmax"}]
 [optimizer]
 name = "adam"
 lr = 1e-2
@@ -285,7 +294,8 @@ def test_nexus_train_runs_a_run_file_and_saves_the_model(tmp_path, capsys):
 
 @pytest.mark.parametrize("text,match", [
     ("[model]\ninput = [64]\n", "needs input"),
-    ("[model]\ninput = [64]\nlayers = [{conv3d = 4}]\n", "unknown layer 'conv3d'"),
+    ("[model]\ninput = [64]\nlayers = [{layer = \"conv3d\", filters = 4}]\n",
+     r"\[model\] layers\[0\]: unknown layer 'conv3d'; valid: input, dense, conv2d"),
     (RUN.replace("[train]", "[train]\nspeed = 2"), r"\[train\]: unknown keys \['speed'\]"),
     (RUN.replace('name = "adam"', 'name = "lbfgs"'), "unknown name 'lbfgs'"),
     ("[model\n", "not valid TOML"),
@@ -304,3 +314,108 @@ def test_nexus_train_help_documents_every_table():
     with pytest.raises(SystemExit) as e:
         cli(["train", "--help"])
     assert e.value.code == 0
+
+
+@pytest.mark.parametrize("layers,match", [
+    ('{dense = 4}', r"\[model\] layers\[0\]: missing key 'layer' \(the layer kind, one of input, "
+                    r"dense, conv2d"),
+    ('{layer = "dense", units = 4}, {layer = "dense", unit = 4}',
+     r"\[model\] layers\[1\]: dense: unknown key 'unit'; valid keys: layer, units, activation, "
+     r"name"),
+    ('{layer = "dropout"}', r"layers\[0\]: dropout: missing key 'p'; valid keys: layer, p, name"),
+    ('{layer = "dense", units = "8"}', r"layers\[0\]: layer 'dense_1' \(dense\): units must be an "
+                                       r"integer >= 1, got '8'"),
+    ('{layer = "dense", units = 4, activation = "swish"}', r"unknown activation 'swish'; valid"),
+    ('{layer = "add", ref = 7}', r"layers\[0\]: graph description: add entry refers to value 7"),
+])
+def test_a_bad_model_layer_names_its_entry_the_key_and_what_is_valid(layers, match):
+    with pytest.raises(ValueError, match=match):
+        build_graph(_toml.load(io.BytesIO(f"input = [64]\nlayers = [{layers}]".encode())))
+
+
+@pytest.mark.parametrize("table,match", [
+    ({"input": [64], "layers": [], "inputs": 1},
+     r"\[model\]: unknown key 'inputs'; valid: dtype, input, layers, loss, seed"),
+    ({"layers": []}, r"\[model\]: needs input .* missing 'input'"),
+    ({"input": 64, "layers": []}, r"\[model\] input: expected one sample's shape"),
+    ({"input": [0], "layers": []}, r"\[model\] input: Shape dimensions must be positive"),
+    ({"input": [4], "layers": [], "loss": "mse"},
+     r"\[model\] loss: unknown loss 'mse'; valid: cross_entropy"),
+    ({"input": [4], "layers": [], "dtype": "int8"}, r"\[model\]: GraphBuilder dtype must be"),
+])
+def test_a_bad_model_table_names_the_key_and_what_is_valid(table, match):
+    with pytest.raises(ValueError, match=match):
+        build_graph(table)
+
+
+def test_the_model_table_is_the_builders_spec():
+    g = build_graph({"input": [64], "seed": 3, "layers": [
+        {"layer": "dense", "units": 32, "activation": "relu"}, {"layer": "dropout", "p": 0.1},
+        {"layer": "dense", "units": 10, "activation": "softmax", "name": "head"}]})
+    built = GraphBuilder(seed=3).input("features", Shape(1, 64)).dense(32, "relu").dropout(0.1)
+    built.dense(10, "softmax", name="head")
+    assert g.spec() == built.spec()
+    assert model_spec({"input": [64], "layers": []})["layers"] == built.spec()["layers"][:1]
+
+
+# ---- the typed records: Profile, Split, Plan, Rebalance ------------------------------------------
+def test_a_profile_survives_its_json_form_and_refuses_bad_fields():
+    p = profiles("cpu")[0]
+    p = dataclasses.replace(p, gpu=Gpu("A100", 80 << 30, 79 << 30, "8.0", 0, 1))
+    assert Profile.from_dict(json.loads(json.dumps(p.to_dict()))) == p
+    with pytest.raises(ValueError, match="unknown device 'fpga'; valid: gpu, cpu"):
+        dataclasses.replace(p, device="fpga")
+    with pytest.raises(ValueError, match="gemm_flops must be > 0, got 0"):
+        dataclasses.replace(p, gemm_flops=0)
+    with pytest.raises(ValueError, match="unknown fields \\['speed'\\]; valid: rank, host"):
+        Profile.from_dict({**p.to_dict(), "speed": 1})
+    with pytest.raises(ValueError, match="Profile.from_dict: .*missing .*'host'"):
+        Profile.from_dict({k: v for k, v in p.to_dict().items() if k != "host"})
+    with pytest.raises(ValueError, match="index 2 is not one of the 1 visible GPUs"):
+        Gpu("A100", 1, 1, "8.0", 2, 1)
+
+
+def test_a_split_holds_non_negative_shares_and_knows_each_ranks_rows():
+    s = Split.proportional([2.0, 1.0, 1.0], 128)
+    assert s.shares == (64, 32, 32) and s.batch == 128 and len(s) == 3 and s[0] == 64
+    assert [s.offset(r) for r in range(3)] == [0, 64, 96] and list(s) == [64, 32, 32]
+    assert Split.equal(3, 10).shares == (4, 3, 3)
+    assert Split([np.int64(2), 1]).shares == (2, 1)
+    for bad in ([], [1, -1], [1.5], [True]):
+        with pytest.raises(ValueError, match="Split: shares must be integers >= 0"):
+            Split(tuple(bad))
+
+
+def plan(**changes):
+    fields = dict(world_size=2, batch=10, requested_batch=10, balance="static",
+                  groups=("a", "a"), hierarchical=False,
+                  compression=Compression("none", "none", "as requested"), lr_scale=1.0,
+                  probe_rates=(1.0, 1.0), bytes_per_sample=4.0, caps=(8, 8),
+                  split=Split((5, 5)), profiles=tuple(profiles("cpu", "cpu")),
+                  predicted_speedup_vs_equal=1.0)
+    return Plan(**{**fields, **changes})
+
+
+def test_a_plan_checks_its_per_rank_fields_and_logs_as_json():
+    d = json.loads(json.dumps(plan().to_dict()))
+    assert d["shares"] == [5, 5] and d["compression"]["ring"] == "none"
+    assert d["profiles"][1]["rank"] == 1 and "split" not in d
+    assert "nexus scheduler plan" in plan().render()
+    with pytest.raises(ValueError, match="caps has 1 entries for 2 ranks"):
+        plan(caps=(8,))
+    with pytest.raises(ValueError, match=r"the split \[5, 4\] sums to 9, not the batch 10"):
+        plan(split=Split((5, 4)))
+    with pytest.raises(ValueError, match="unknown balance 'fair'; valid: adaptive, static, equal"):
+        plan(balance="fair")
+    with pytest.raises(ValueError, match="lr_scale and bytes_per_sample must be > 0"):
+        plan(lr_scale=0.0)
+
+
+def test_a_rebalance_moves_samples_within_one_batch():
+    e = Rebalance(7, Split((5, 5)), Split((8, 2)), 1.5, (4.0, 1.0))
+    assert e.to_dict() == {"step": 7, "old": [5, 5], "new": [8, 2], "predicted_speedup": 1.5,
+                           "rates": [4.0, 1.0]}
+    with pytest.raises(ValueError, match="must split the same batch over the same ranks"):
+        Rebalance(7, Split((5, 5)), Split((8, 3)), 1.5, (4.0, 1.0))
+    with pytest.raises(ValueError, match="predicted_speedup must be > 1"):
+        Rebalance(7, Split((5, 5)), Split((8, 2)), 1.0, (4.0, 1.0))

@@ -221,7 +221,10 @@ def _buffer(w: _World, x):
     return [w.mpi.buffer.fromaddress(x.data_ptr(), x.size * x.dtype.itemsize), w.mpi.BYTE]
 
 
-def _codec_spec(compression) -> str:
+def codec_spec(compression) -> str:
+    """The canonical codec spec of ``compression``: None gives "none", a spec string or a nexus
+    Codec its spec ("topk:0.01"). Raises ValueError listing the valid specs for an unknown one,
+    TypeError for anything else. Example: ``dist.codec_spec("int8")`` is ``"int8"``."""
     if compression is None:
         return "none"
     if isinstance(compression, _C.comm.Codec):
@@ -252,7 +255,7 @@ def all_reduce(x, op: str = "sum", compression=None, residual=None):
     if op not in _OPS:
         raise ValueError(f"all_reduce: unknown op {op!r}; valid ops: "
                          f"{', '.join(repr(o) for o in _OPS)}")
-    spec = _codec_spec(compression)
+    spec = codec_spec(compression)
     w = _get()
     t = _as_tensor(x, "all_reduce")
     if t is None:  # an integer or bool array
@@ -331,6 +334,24 @@ def all_gather(x) -> list:
         starts = np.cumsum([0] + counts)
         parts = [flat[starts[r]:starts[r + 1]].reshape(s[:-1]) for r, s in enumerate(shapes)]
     return [_C.from_numpy(p) for p in parts] if is_tensor else parts
+
+
+def ring_shift(send: np.ndarray, recv: np.ndarray) -> None:
+    """Sends ``send`` to the next rank in the ring (rank + 1) while receiving ``recv`` from the
+    previous one (rank - 1), every rank at once: each link of the ring carries one message, as in
+    a step of the ring all-reduce (the scheduler measures its links with it).
+
+    ``send`` and ``recv``: contiguous numpy arrays of the same size on every rank. A world of one
+    copies ``send`` into ``recv``. Raises CommError when a neighbour does not take part within
+    NEXUS_COMM_TIMEOUT. Example: ``dist.ring_shift(np.ones(8, np.uint8), np.empty(8, np.uint8))``.
+    """
+    w = _get()
+    if w.size == 1:
+        np.copyto(recv, send)
+        return
+    right, left = (w.rank + 1) % w.size, (w.rank - 1) % w.size
+    for req in (w.comm.Irecv(recv, source=left, tag=77), w.comm.Isend(send, dest=right, tag=77)):
+        _wait(req, "ring_shift()")
 
 
 def _gather_meta(w: _World, a: np.ndarray) -> list[tuple]:

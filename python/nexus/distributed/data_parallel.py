@@ -45,8 +45,8 @@ class DataParallel:
     def __init__(self, model, compression=None, bucket_bytes: int | None = None, root: int = 0,
                  groups=None, leader_compression=None, overlap: bool = True):
         self.model = model
-        self.compression = _world._codec_spec(compression)
-        self.leader_compression = _world._codec_spec(leader_compression)
+        self.compression = _world.codec_spec(compression)
+        self.leader_compression = _world.codec_spec(leader_compression)
         self.lr_scale = 1.0  # multiplies the optimizer's learning rate (the scheduler's rule)
         w = _world._get()
         self.rank, self.world_size = w.rank, w.size
@@ -140,7 +140,7 @@ class DataParallel:
             stats = self._hier.reduce(self._reducer, grads, n / total)
         self._synced = time.perf_counter()
         _world._set_stats(stats)
-        state = m.optimizer._native_state()
+        state = m.optimizer.native_state()
         _C.optim.step(m._opt_config, m.optimizer.lr_at(state.step) * self.lr_scale,
                       list(native.params), grads, state)
         self.last_samples = int(total)

@@ -6,13 +6,16 @@ boxes), each batch split by measured speed.
     report = Scheduler.with_graph(g, cluster, optimizer=nx.optim.Adam(lr=1e-3)).train(
         "digits", Epochs(10), BatchSize(256))
 
-``nexus train --config run.toml`` runs the same from a file; ``nexus plan cluster.toml`` models a
-cluster that is not here (cost_model.py).
+The records it keeps are typed: a ``Profile`` per rank, the ``Plan`` (with its ``Split`` and
+``Compression``) and every ``Rebalance``. ``nexus train --config run.toml`` runs the same from a
+file; ``nexus plan cluster.toml`` models a cluster that is not here (cost_model.py).
 """
 
 from .cluster import ClusterConfig, DeviceType
+from .plan import Compression, Plan, Rebalance
+from .profile import Profile
 from .scheduler import BatchSize, Epochs, Report, Scheduler
-from .split import equal_split, split_batch
+from .split import Split, equal_split, split_batch
 
 __all__ = ["ClusterConfig", "DeviceType", "Scheduler", "Report", "Epochs", "BatchSize",
-           "split_batch", "equal_split"]
+           "Profile", "Plan", "Split", "Compression", "Rebalance", "split_batch", "equal_split"]

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from .profile import Profile
 
 DEFAULT_COMPRESS_BELOW_GBPS = 1.0  # links slower than this (GB/s) get gradient compression
 
@@ -126,15 +129,15 @@ class ClusterConfig:
     def num_ranks(self) -> int | None:
         return None if self.is_auto else sum(g.count for g in self.groups)
 
-    def assign(self, profiles: list[dict]) -> list[str]:
+    def assign(self, profiles: Sequence[Profile]) -> list[str]:
         """The group name of every rank, from the ranks' profiles (``device``, ``device_name``).
 
         Raises ValueError when the declaration cannot run here: a TPU group, a GPU group with no
         GPU among the ranks, or counts that do not match the ranks found, saying what was
         declared and what was found."""
         if self.is_auto:
-            return [f"{p['device']}:{p['device_name']}" for p in profiles]
-        found = {d: [p["rank"] for p in profiles if p["device"] == d.value] for d in DeviceType}
+            return [f"{p.device}:{p.device_name}" for p in profiles]
+        found = {d: [p.rank for p in profiles if p.device == d.value] for d in DeviceType}
         declared = ", ".join(f"{g.name} = {g.count} x {g.device.name}" for g in self.groups)
         seen = "; ".join(f"{len(r)} with a {d.name}" for d, r in found.items() if r) or "none"
         if not self.groups:

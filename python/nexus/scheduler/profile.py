@@ -1,12 +1,7 @@
-"""One profile per rank, measured at start and gathered to every rank.
+"""One ``Profile`` per rank, measured at start and gathered to every rank (as JSON).
 
-A profile is a plain dict (it travels as JSON): ``rank``, ``host``, ``device`` ("gpu"/"cpu"),
-``device_name`` (the GPU's name from nvidia-smi, else the CPU model), ``cores`` (the cores this
-process may run on) and ``threads`` (Nexus's intra-op threads), ``gemm_flops`` (measured float32
-GEMM FLOP/s with those threads), ``memory_total`` / ``memory_free`` (bytes: the GPU's when there
-is one, else the host's), ``gpu`` (nvidia-smi's fields or None), and the link to the next rank in
-the ring, ``link_latency_s`` and ``link_bandwidth`` (bytes/s), measured by shifting messages
-around the ring (every link busy at once, as in the all-reduce).
+The link to the next rank in the ring is measured by shifting messages around the ring (every
+link busy at once, as in the all-reduce).
 """
 
 from __future__ import annotations
@@ -18,6 +13,8 @@ import shutil
 import socket
 import subprocess
 import time
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +23,111 @@ from .. import _C
 _GEMM_N = 256
 _LATENCY_BYTES, _LATENCY_REPS = 8, 20
 _BANDWIDTH_BYTES, _BANDWIDTH_REPS = 4 << 20, 4
+DEVICE_KINDS = ("gpu", "cpu")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One NVIDIA GPU as nvidia-smi reports it: ``index`` of ``count`` visible GPUs, its memory
+    in bytes and its compute capability ("8.0").
+
+    Raises:
+        ValueError: a negative memory size, or an index outside ``0 .. count - 1``.
+
+    Example:
+        >>> Gpu("A100", memory_total=80 << 30, memory_free=79 << 30, compute_capability="8.0",
+        ...     index=0, count=1).name
+        'A100'
+    """
+
+    name: str
+    memory_total: int
+    memory_free: int
+    compute_capability: str
+    index: int
+    count: int
+
+    def __post_init__(self):
+        if min(self.memory_total, self.memory_free) < 0:
+            raise ValueError(f"Gpu {self.name!r}: memory sizes must be >= 0 bytes, got "
+                             f"total={self.memory_total}, free={self.memory_free}")
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"Gpu {self.name!r}: index {self.index} is not one of the "
+                             f"{self.count} visible GPUs")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one rank measured about itself at start.
+
+    ``device`` is "gpu" or "cpu" and ``device_name`` the GPU's name, else the CPU model;
+    ``cores`` are the cores this process may run on and ``threads`` Nexus's intra-op threads;
+    ``gemm_flops`` the measured float32 GEMM FLOP/s with those threads; ``memory_total`` /
+    ``memory_free`` are bytes (the GPU's when there is one, else the host's); ``gpu`` is
+    nvidia-smi's view or None; ``link_latency_s`` and ``link_bandwidth`` (bytes/s, inf in a world
+    of one) describe the link to the next rank in the ring. ``to_dict`` / ``from_dict`` are the
+    JSON form the ranks exchange and the log records.
+
+    Raises:
+        ValueError: a negative rank, an unknown device kind, or a measurement that is not a
+            positive (latency, memory: non-negative) number, naming the field.
+
+    Example:
+        >>> p = Profile(rank=0, host="n1", device="cpu", device_name="EPYC", cores=2, threads=2,
+        ...             gemm_flops=1e11, memory_total=8 << 30, memory_free=4 << 30)
+        >>> Profile.from_dict(p.to_dict()) == p
+        True
+    """
+
+    rank: int
+    host: str
+    device: str
+    device_name: str
+    cores: int
+    threads: int
+    gemm_flops: float
+    memory_total: int
+    memory_free: int
+    gpu: Gpu | None = None
+    link_latency_s: float = 0.0
+    link_bandwidth: float = float("inf")
+
+    def __post_init__(self):
+        if self.rank < 0:
+            raise ValueError(f"Profile: rank must be >= 0, got {self.rank}")
+        if self.device not in DEVICE_KINDS:
+            raise ValueError(f"Profile of rank {self.rank}: unknown device {self.device!r}; "
+                             f"valid: {', '.join(DEVICE_KINDS)}")
+        for name in ("cores", "threads", "gemm_flops", "link_bandwidth"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Profile of rank {self.rank}: {name} must be > 0, got "
+                                 f"{getattr(self, name)!r}")
+        for name in ("memory_total", "memory_free", "link_latency_s"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"Profile of rank {self.rank}: {name} must be >= 0, got "
+                                 f"{getattr(self, name)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as plain JSON-able data (``gpu`` a nested dict or None)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Profile:
+        """The profile ``to_dict`` wrote.
+
+        Raises:
+            ValueError: a missing or unknown field (naming it and the valid ones), or a value
+                ``Profile`` refuses.
+        """
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"Profile.from_dict: unknown fields {unknown}; valid: "
+                             f"{', '.join(cls.__dataclass_fields__)}")
+        gpu = data.get("gpu")
+        try:
+            return cls(**{**data, "gpu": None if gpu is None else Gpu(**gpu)})
+        except TypeError as e:  # a missing field
+            raise ValueError(f"Profile.from_dict: {e}") from None
 
 
 def cpu_model() -> str:
@@ -65,7 +167,7 @@ def local_rank() -> int:
     return 0
 
 
-def find_gpu(index: int) -> dict | None:
+def find_gpu(index: int) -> Gpu | None:
     """The ``index``-th visible NVIDIA GPU's name and memory (nvidia-smi), or None."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
@@ -81,9 +183,8 @@ def find_gpu(index: int) -> dict | None:
         return None
     name, total, free, cap = (rows[index % len(rows)] + ["", "", "", ""])[:4]
     try:
-        return {"name": name, "memory_total": int(float(total)) << 20,
-                "memory_free": int(float(free)) << 20, "compute_capability": cap,
-                "index": index % len(rows), "count": len(rows)}
+        return Gpu(name, int(float(total)) << 20, int(float(free)) << 20, cap,
+                   index % len(rows), len(rows))
     except ValueError:
         return None
 
@@ -103,26 +204,22 @@ def measure_gemm_flops(n: int = _GEMM_N, min_seconds: float = 0.05) -> float:
     return 2.0 * n ** 3 / float(np.median(times))
 
 
-def measure_ring_links(world) -> tuple[float, float]:
+def measure_ring_links() -> tuple[float, float]:
     """(latency s, bandwidth bytes/s) of this rank's link to the next rank in the ring: every
     rank sends to rank+1 and receives from rank-1 at once; small messages give the latency,
     4 MiB ones the bandwidth."""
-    from ..distributed import _world as W  # noqa: PLC0415
+    from .. import distributed as dist  # noqa: PLC0415
 
-    if world.size == 1:
+    if dist.world_size() == 1:
         return 0.0, float("inf")
-    comm = world.comm
-    right, left = (world.rank + 1) % world.size, (world.rank - 1) % world.size
 
     def shift(nbytes: int, reps: int) -> float:
         send, recv = np.ones(nbytes, np.uint8), np.empty(nbytes, np.uint8)
         times = []
         for _ in range(reps + 1):  # the first exchange sets up the connection
-            W.barrier()
+            dist.barrier()
             t0 = time.perf_counter()
-            reqs = [comm.Irecv(recv, source=left, tag=77), comm.Isend(send, dest=right, tag=77)]
-            for r in reqs:
-                W._wait(r, "the link measurement")
+            dist.ring_shift(send, recv)
             times.append(time.perf_counter() - t0)
         return float(np.median(times[1:]))
 
@@ -131,36 +228,32 @@ def measure_ring_links(world) -> tuple[float, float]:
     return latency, _BANDWIDTH_BYTES / max(big - latency, 1e-9)
 
 
-def profile_rank(world) -> dict:
-    """This rank's profile (see the module docstring)."""
+def profile_rank() -> Profile:
+    """This rank's profile, measured now (every rank calls it at once: the link measurement
+    exchanges messages around the ring)."""
+    from .. import distributed as dist  # noqa: PLC0415
+
     gpu = find_gpu(local_rank())
     total, free = host_memory()
-    latency, bandwidth = measure_ring_links(world)
+    latency, bandwidth = measure_ring_links()
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
         cores = os.cpu_count() or 1
-    return {
-        "rank": world.rank,
-        "host": socket.gethostname(),
-        "device": "gpu" if gpu else "cpu",
-        "device_name": gpu["name"] if gpu else cpu_model(),
-        "cores": cores,
-        "threads": _C.get_num_threads(),
-        "gemm_flops": measure_gemm_flops(),
-        "memory_total": gpu["memory_total"] if gpu else total,
-        "memory_free": gpu["memory_free"] if gpu else free,
-        "gpu": gpu,
-        "link_latency_s": latency,
-        "link_bandwidth": bandwidth,
-    }
+    return Profile(
+        rank=dist.rank(), host=socket.gethostname(), device="gpu" if gpu else "cpu",
+        device_name=gpu.name if gpu else cpu_model(), cores=cores,
+        threads=_C.get_num_threads(), gemm_flops=measure_gemm_flops(),
+        memory_total=gpu.memory_total if gpu else total,
+        memory_free=gpu.memory_free if gpu else free, gpu=gpu, link_latency_s=latency,
+        link_bandwidth=bandwidth)
 
 
-def gather_profiles(world, mine: dict) -> list[dict]:
+def gather_profiles(mine: Profile) -> list[Profile]:
     """Every rank's profile, in rank order, on every rank."""
-    if world.size == 1:
-        return [mine]
-    from ..distributed import _world as W  # noqa: PLC0415
+    from .. import distributed as dist  # noqa: PLC0415
 
-    raw = np.frombuffer(json.dumps(mine).encode(), np.uint8)
-    return [json.loads(part.tobytes()) for part in W.all_gather(raw)]
+    if dist.world_size() == 1:
+        return [mine]
+    raw = np.frombuffer(json.dumps(mine.to_dict()).encode(), np.uint8)
+    return [Profile.from_dict(json.loads(part.tobytes())) for part in dist.all_gather(raw)]

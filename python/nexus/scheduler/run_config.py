@@ -5,14 +5,15 @@
 
 The file (TOML; every table but [model] is optional)::
 
-    [model]
+    [model]                           # GraphBuilder.spec()'s layers, after an input:
     input = [64]                      # one sample's shape (the batch dimension is added)
-    layers = [                        # GraphBuilder calls in order: the key is the layer,
-      {dense = 256, activation = "relu"},   # its value the first argument, other keys
-      {dropout = 0.5},                      # keyword arguments
-      {dense = 10, activation = "softmax"},
+    layers = [                        # one entry per GraphBuilder call, in order: layer names
+      {layer = "dense", units = 256, activation = "relu"},  # the method, the other keys are
+      {layer = "dropout", p = 0.5},                         # its arguments by name (name is
+      {layer = "dense", units = 10, activation = "softmax"},  # optional)
     ]
     seed = 0                          # weight initialisation
+    dtype = "float32"                 # float32 | float64
     loss = "cross_entropy"
 
     [data]
@@ -61,6 +62,7 @@ import numpy as np
 from nexus import _toml
 
 _TABLES = {"model", "data", "optimizer", "train", "cluster", "logging"}
+_MODEL_KEYS = {"input", "layers", "seed", "dtype", "loss"}
 _TRAIN_KEYS = {"epochs", "batch_size", "balance", "compression", "rebalance_every", "hysteresis",
                "lr_scaling", "reference_batch", "seed", "max_steps"}
 _LOGGING_KEYS = {"jsonl", "heatmap_png", "live", "checkpoint"}
@@ -100,36 +102,54 @@ def load_run(path) -> dict:
     return cfg
 
 
-def build_graph(model: dict):
-    """The GraphBuilder a [model] table describes."""
-    from ..graph import GraphBuilder, Shape  # noqa: PLC0415
+def model_spec(model: dict) -> dict:
+    """The ``GraphBuilder.spec()`` a [model] table describes: its ``layers`` after an input
+    entry of ``input``'s sample shape, with its ``seed`` and ``dtype``.
 
-    unknown = set(model) - {"input", "layers", "seed", "loss"}
+    Raises:
+        ValueError: an unknown or missing key, or an ``input`` that is not a list of sizes.
+    """
+    from ..graph import SPEC_FORMAT  # noqa: PLC0415
+
+    unknown = sorted(set(model) - _MODEL_KEYS)
     if unknown:
-        raise ValueError(f"[model]: unknown keys {sorted(unknown)}; valid: input, layers, seed, "
-                         "loss")
-    if "input" not in model or "layers" not in model:
-        raise ValueError("[model]: needs input = [sample shape] and layers = [...]")
-    g = GraphBuilder(seed=int(model.get("seed", 0)))
-    g.input("features", Shape(1, *model["input"]))
-    for i, layer in enumerate(model["layers"]):
-        if not isinstance(layer, dict) or not layer:
-            raise ValueError(f"[model] layers[{i}]: expected a table like {{dense = 10}}, got "
-                             f"{layer!r}")
-        kind, *rest = layer
-        method = getattr(g, kind, None) if not kind.startswith("_") else None
-        if kind in ("input", "compile", "spec", "tap", "use", "add", "concat", "residual") or \
-                not callable(method):
-            raise ValueError(f"[model] layers[{i}]: unknown layer {kind!r}; valid: dense, conv2d, "
-                             "max_pool2d, avg_pool2d, flatten, dropout, batch_norm, layer_norm, "
-                             "activation")
-        arg = layer[kind]
-        kwargs = {k: layer[k] for k in rest}
-        try:
-            method(**kwargs) if arg is True else method(arg, **kwargs)
-        except TypeError as e:
-            raise ValueError(f"[model] layers[{i}] ({kind}): {e}") from None
-    return g
+        raise ValueError(f"[model]: unknown key {unknown[0]!r}; valid: {', '.join(sorted(_MODEL_KEYS))}")
+    missing = [k for k in ("input", "layers") if k not in model]
+    if missing:
+        raise ValueError(f"[model]: needs input = [sample shape] and layers = [...]; missing "
+                         f"{missing[0]!r}")
+    sample = model["input"]
+    if not isinstance(sample, list) or not sample:
+        raise ValueError(f"[model] input: expected one sample's shape, a list of sizes such as "
+                         f"[64] or [1, 28, 28], got {sample!r}")
+    if not isinstance(model["layers"], list):
+        raise ValueError(f"[model] layers: expected a list of tables such as "
+                         f"{{layer = \"dense\", units = 10}}, got {model['layers']!r}")
+    return {"format": SPEC_FORMAT, "seed": model.get("seed", 0),
+            "dtype": model.get("dtype", "float32"),
+            "layers": [{"layer": "input", "name": "features", "shape": [1, *sample]},
+                       *model["layers"]]}
+
+
+def build_graph(model: dict):
+    """The GraphBuilder a [model] table describes, built from its spec (``model_spec``) by
+    ``GraphBuilder.from_spec``, which checks every entry as the builder's methods do.
+
+    Raises:
+        ValueError: naming the [model] key or the ``layers`` entry at fault and what is valid.
+    """
+    from ..graph import LOSSES, GraphBuilder, SpecError  # noqa: PLC0415
+
+    spec = model_spec(model)
+    if model.get("loss", "cross_entropy") not in LOSSES:
+        raise ValueError(f"[model] loss: unknown loss {model['loss']!r}; valid: "
+                         f"{', '.join(LOSSES)}")
+    try:
+        return GraphBuilder.from_spec(spec)
+    except SpecError as e:
+        where = "[model]" if e.index is None else \
+            "[model] input" if e.index == 0 else f"[model] layers[{e.index - 1}]"
+        raise ValueError(f"{where}: {e.reason}") from None
 
 
 def make_optimizer(spec: dict):

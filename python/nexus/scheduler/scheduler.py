@@ -28,16 +28,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..graph import GraphBuilder
-from ..model import _as_features, _as_labels, check_samples
+from ..model import check_samples
 from .balance import AdaptiveBalancer, RunMeter
 from .cluster import ClusterConfig
+from .plan import BALANCES, Compression, Plan, Rebalance, lr_scale
 from .profile import gather_profiles, profile_rank
-from .split import equal_split, split_batch, step_time
-from .table import format_table
+from .split import Split
 
-AUTO_CODEC = "int8"  # what compression="auto" puts on a slow link (0.27 of the bytes)
 MEMORY_FRACTION = 0.5  # of a rank's free memory its activations may take
-_BALANCES = ("adaptive", "static", "equal")
 PROBE_SECONDS = 0.45  # every rank probes over PROBE_WINDOWS windows of this much time in all
 PROBE_WINDOWS = 3
 
@@ -70,9 +68,9 @@ class Report:
     # warm-up step at the planned shares and evaluation excluded)
     shares: list[int]  # the final per-rank micro-batch sizes, summing to the batch
     accuracy: float | None  # on the dataset's test split (None without one)
-    plan: dict  # the plan at start: profiles, groups, shares, compression, lr scale
+    plan: Plan  # the plan at start: profiles, groups, split, compression, lr scale
     history: list[dict] = field(default_factory=list)  # one record per epoch
-    rebalances: list[dict] = field(default_factory=list)  # every change of shares
+    rebalances: list[Rebalance] = field(default_factory=list)  # every change of split
     ideal_samples_per_second: float = 0.0  # the sum of the ranks' rates measured over the same
     # train steps (samples / busy seconds): never below samples_per_second (balance.RunMeter)
     steps: int = 0
@@ -132,144 +130,67 @@ class Scheduler:
         "adaptive" (say, the split an earlier run ended with).
         """
         from .. import distributed as dist  # noqa: PLC0415
-        from ..distributed import _world  # noqa: PLC0415
-        from .visual import HeatMap, JsonlLog, LiveHeatMap  # noqa: PLC0415
 
-        if balance not in _BALANCES:
-            raise ValueError(f"train: unknown balance {balance!r}; valid: {', '.join(_BALANCES)}")
+        if balance not in BALANCES:
+            raise ValueError(f"train: unknown balance {balance!r}; valid: {', '.join(BALANCES)}")
         if lr_scaling not in ("linear", "sqrt", None):
             raise ValueError(f"train: lr_scaling must be 'linear', 'sqrt' or None, got "
                              f"{lr_scaling!r}")
         epochs, batch = Epochs(epochs), BatchSize(batch_size)
         x, y, x_test, y_test = _load(data, data_path)
         check_samples("train", x, self.model.builder.sample_shape)
-        x, y = x.astype(self.model._dtype, copy=False), _as_labels(y).numpy()
-        w = _world._get()
-        rank, n = w.rank, w.size
-        out = sys.stdout if (rank == 0 and verbose) else None
-
-        # ---- profile, probe, plan
-        profiles = gather_profiles(w, profile_rank(w))
-        groups = self.cluster.assign(profiles)
-        per_sample = self._bytes_per_sample(batch)
-        caps = [max(1, int(p["memory_free"] * MEMORY_FRACTION // per_sample)) for p in profiles]
-        probe = min(max(1, equal_split(n, batch)[rank]), len(x))
-        rates = _world.all_gather(np.array(self._probe_rate(x[:probe], y[:probe])))
-        rates = [float(r) for r in rates]
-        trained_batch = min(int(batch), sum(caps))
-        lr_scale = _lr_scale(lr_scaling, trained_batch, reference_batch or int(batch))
-        if shares is not None:
-            shares = _given_shares(shares, n, trained_batch, balance)
-        elif balance == "equal":
-            shares = equal_split(n, trained_batch)
-        else:
-            shares = split_batch(rates, trained_batch, caps)
-        hierarchical = self.cluster.federated and len(set(groups)) > 1
-        codecs = self._codecs(compression, profiles, groups, hierarchical)
-        plan = {"world_size": n, "batch": trained_batch, "requested_batch": int(batch),
-                "balance": balance, "groups": groups, "hierarchical": hierarchical,
-                "compression": codecs, "lr_scale": lr_scale, "probe_rates": rates, "caps": caps,
-                "shares": list(shares), "profiles": profiles,
-                "predicted_speedup_vs_equal": step_time(equal_split(n, trained_batch), rates)
-                / max(step_time(shares, rates), 1e-12)}
+        x = x.astype(self.model.builder.dtype, copy=False)
+        plan = self._plan(x, y, batch, balance, compression,
+                          lr_scale_rule=lr_scaling, reference_batch=reference_batch,
+                          shares=shares)
+        out = sys.stdout if (dist.rank() == 0 and verbose) else None
         if out:
-            print(render_plan(plan), file=out, flush=True)
-
-        # ---- train
-        dp = dist.DataParallel(self.model, compression=codecs["ring"],
-                               groups=groups if hierarchical else None,
-                               leader_compression=codecs["leaders"])
-        dp.lr_scale = lr_scale
-        if shares[rank]:  # warm up at this rank's share: its buffers and kernels, untimed
-            self.model._native.forward_backward(_as_features(x[:shares[rank]], self.model._dtype),
-                                                _as_labels(y[:shares[rank]]))
-        _world.barrier()
-        balancer = AdaptiveBalancer(rates, caps, every=rebalance_every, hysteresis=hysteresis)
-        heat = HeatMap(n, labels=[f"r{r} {groups[r]}"[:16] for r in range(n)])
-        log = JsonlLog(log_file if rank == 0 else None, rank=rank)
-        view = LiveHeatMap(enabled=live if out is not None else False)  # None: on a terminal
-        report = Report(0.0, list(shares), None, plan)
-        log.write("plan", **{k: v for k, v in plan.items() if k != "profiles"},
-                  profiles=profiles)
-        meter, step = RunMeter(n), 0
-        seen = None  # the shares of the previous step
+            print(plan.render(), file=out, flush=True)
+        run = _Run(self.model, plan, x, y, rebalance_every=rebalance_every,
+                   hysteresis=hysteresis, log_file=log_file, out=out, live=live)
         try:
-            for epoch in range(1, int(epochs) + 1):
-                order = np.random.default_rng((seed, epoch)).permutation(len(x))
-                e_start, e_loss, e_samples = time.perf_counter(), 0.0, 0
-                for at in range(0, len(x), trained_batch):
-                    size = min(trained_batch, len(x) - at)
-                    mine = shares if size == trained_batch else split_batch(balancer.rates, size,
-                                                                            caps)
-                    lo = at + sum(mine[:rank])
-                    rows = order[lo:lo + mine[rank]]  # gather only this rank's rows
-                    xb, yb = x[rows], y[rows]
-                    t0 = time.perf_counter()
-                    loss = dp.train_step(xb, yb)
-                    seconds = time.perf_counter() - t0
-                    secs = dp.last_busy_seconds
-                    meter.add(mine, secs, seconds)
-                    step += 1
-                    e_loss += loss * size
-                    e_samples += size
-                    if mine == seen:  # a new micro-batch size first allocates its buffers
-                        balancer.observe(mine, secs)
-                    seen = list(mine)
-                    heat.add(step, {
-                        "throughput": [s / t if s and t > 0 else math.nan
-                                       for s, t in zip(mine, secs)],
-                        "share": [float(s) for s in mine],
-                        "memory": [s * per_sample / 2**20 for s in mine]})
-                    view.update(heat)
-                    log.write("step", step=step, epoch=epoch, loss=loss, shares=list(mine),
-                              seconds=seconds, busy_seconds=[float(t) for t in secs])
-                    if size == trained_batch:  # every mode measures; adaptive acts on it
-                        change = balancer.propose(shares)
-                        if change is not None and balance == "adaptive":
-                            event = {"step": step, "old": list(shares), "new": change[0],
-                                     "predicted_speedup": change[1],
-                                     "rates": list(balancer.rates)}
-                            shares = change[0]
-                            report.rebalances.append(event)
-                            log.write("rebalance", **event)
-                    if max_steps is not None and step >= max_steps:
-                        break
-                record = {"epoch": epoch, "loss": e_loss / max(e_samples, 1),
-                          "seconds": time.perf_counter() - e_start, "shares": list(shares),
-                          "samples_per_second": e_samples / (time.perf_counter() - e_start)}
-                report.history.append(record)
-                log.write("epoch", **record)
-                if out and not view.enabled:
-                    print(f"epoch {epoch}/{int(epochs)}  loss {record['loss']:.4f}  "
-                          f"{record['samples_per_second']:,.0f} samples/s  shares {shares}",
-                          file=out, flush=True)
-                if max_steps is not None and step >= max_steps:
-                    break
-            dp.average_buffers()
+            run.epochs(int(epochs), seed, max_steps)
         except BaseException:
-            log.close()
+            run.log.close()
             raise
         finally:
-            view.close()
-        report.shares = list(shares)
-        report.steps, report.seconds = step, meter.wall
-        report.samples_per_second = meter.samples_per_second
-        report.ideal_samples_per_second = meter.summed_rate
-        if x_test is not None:
-            report.accuracy = float(self.model.evaluate(x_test, y_test)["accuracy"])
-        log.write("done", samples_per_second=report.samples_per_second,
-                  ideal_samples_per_second=report.ideal_samples_per_second,
-                  accuracy=report.accuracy, shares=report.shares, steps=step)
-        log.close()
-        if rank == 0 and heatmap_png is not None and len(heat):
-            heat.save_png(heatmap_png)
-        if out:
-            if not view.enabled and len(heat):
-                print(heat.render(), file=out)
-            print(report.summary(), file=out, flush=True)
-        return report
+            run.view.close()
+        return run.finish(x_test, y_test, heatmap_png)
 
-    # ---- pieces -------------------------------------------------------------------------------
+    # ---- the plan -----------------------------------------------------------------------------
+    def _plan(self, x, y, batch: int, balance: str, compression, *, lr_scale_rule,
+              reference_batch, shares) -> Plan:
+        """Profiles every rank, probes the model on each, and plans the job (every rank takes
+        part; every rank gets the same Plan)."""
+        from .. import distributed as dist  # noqa: PLC0415
+
+        rank, n = dist.rank(), dist.world_size()
+        profiles = gather_profiles(profile_rank())
+        groups = self.cluster.assign(profiles)
+        per_sample = self._bytes_per_sample(batch)
+        caps = [max(1, int(p.memory_free * MEMORY_FRACTION // per_sample)) for p in profiles]
+        probe = min(max(1, Split.equal(n, batch)[rank]), len(x))
+        rates = [float(r) for r in dist.all_gather(np.array(self._probe_rate(x[:probe],
+                                                                              y[:probe])))]
+        trained_batch = min(int(batch), sum(caps))
+        if shares is not None:
+            split = _given_split(shares, n, trained_batch, balance)
+        elif balance == "equal":
+            split = Split.equal(n, trained_batch)
+        else:
+            split = Split.proportional(rates, trained_batch, caps)
+        hierarchical = self.cluster.federated and len(set(groups)) > 1
+        return Plan(
+            world_size=n, batch=trained_batch, requested_batch=int(batch), balance=balance,
+            groups=tuple(groups), hierarchical=hierarchical,
+            compression=Compression.choose(compression, profiles, groups, hierarchical,
+                                           self.cluster.compress_below_gbps),
+            lr_scale=lr_scale(lr_scale_rule, trained_batch, reference_batch or int(batch)),
+            probe_rates=tuple(rates), bytes_per_sample=per_sample, caps=tuple(caps), split=split,
+            profiles=tuple(profiles),
+            predicted_speedup_vs_equal=Split.equal(n, trained_batch).step_time(rates)
+            / max(split.step_time(rates), 1e-12))
+
     def _bytes_per_sample(self, batch: int) -> float:
         stats = self.model.memory_stats(int(batch))
         return max(stats["peak_bytes"] / int(batch), 1.0)
@@ -278,46 +199,144 @@ class Scheduler:
         """Samples/s of this rank's forward and backward: the median over a few windows of wall
         time that every rank runs at once (after a barrier), so ranks that share cores measure
         each other's load."""
-        from ..distributed import _world  # noqa: PLC0415
+        from .. import distributed as dist  # noqa: PLC0415
 
-        native = self.model._native
-        xt, yt = _as_features(x, self.model._dtype), _as_labels(y)
-        native.forward_backward(xt, yt)  # warm: buffers, JIT kernels
+        self.model.forward_backward(x, y)  # warm: buffers, JIT kernels
         rates = []
         for _ in range(PROBE_WINDOWS):
-            _world.barrier()
+            dist.barrier()
             start = time.perf_counter()
             done, now = 0, start
             while now - start < PROBE_SECONDS / PROBE_WINDOWS or done == 0:
-                native.forward_backward(xt, yt)
+                self.model.forward_backward(x, y)
                 done += len(y)
                 now = time.perf_counter()
             rates.append(done / (now - start))
         return float(np.median(rates))
 
-    def _codecs(self, compression, profiles, groups, hierarchical) -> dict:
-        """The codec of the flat/group ring and of the leaders' ring."""
-        if compression != "auto":
-            from ..distributed._world import _codec_spec  # noqa: PLC0415
 
-            spec = _codec_spec(compression)
-            return {"ring": spec, "leaders": spec, "reason": "as requested"}
-        limit = self.cluster.compress_below_gbps * 1e9
-        n = len(profiles)
-        if hierarchical:  # the links that cross from one group to the next
-            links = [p["link_bandwidth"] for r, p in enumerate(profiles)
-                     if groups[r] != groups[(r + 1) % n]]
-        else:
-            links = [p["link_bandwidth"] for p in profiles] if n > 1 else []
-        slow = [b for b in links if b < limit]
-        why = (f"slowest link {min(links) / 1e9:.2f} GB/s "
-               f"{'<' if slow else '>='} {self.cluster.compress_below_gbps:g} GB/s") \
-            if links else "no links"
-        codec = AUTO_CODEC if slow else "none"
-        return {"ring": "none" if hierarchical else codec, "leaders": codec, "reason": why}
+class _Run:
+    """One ``Scheduler.train`` call from its plan on: the data-parallel step, the rebalancer,
+    the heat map and the log, advanced by named steps (``epochs``, ``epoch``, ``step``,
+    ``rebalance``, ``finish``)."""
+
+    def __init__(self, model, plan: Plan, x, y, *, rebalance_every: int, hysteresis: float,
+                 log_file, out, live: bool | None):
+        from .. import distributed as dist  # noqa: PLC0415
+        from .visual import HeatMap, JsonlLog, LiveHeatMap  # noqa: PLC0415
+
+        self.model, self.plan, self.x, self.y, self.out = model, plan, x, y, out
+        self.rank, n = dist.rank(), plan.world_size
+        self.dp = dist.DataParallel(model, compression=plan.compression.ring,
+                                    groups=list(plan.groups) if plan.hierarchical else None,
+                                    leader_compression=plan.compression.leaders)
+        self.dp.lr_scale = plan.lr_scale
+        if plan.split[self.rank]:  # warm up at this rank's share: its buffers and kernels, untimed
+            model.forward_backward(x[:plan.split[self.rank]], y[:plan.split[self.rank]])
+        dist.barrier()
+        self.balancer = AdaptiveBalancer(plan.probe_rates, plan.caps, every=rebalance_every,
+                                         hysteresis=hysteresis)
+        self.heat = HeatMap(n, labels=[f"r{r} {plan.groups[r]}"[:16] for r in range(n)])
+        self.log = JsonlLog(log_file if self.rank == 0 else None, rank=self.rank)
+        self.view = LiveHeatMap(enabled=live if out is not None else False)  # None: on a tty
+        self.report = Report(0.0, list(plan.split), None, plan)
+        self.log.write("plan", **plan.to_dict())
+        self.meter, self.steps = RunMeter(n), 0
+        self.split = plan.split  # the current split of a full batch
+        self.seen = None  # the split of the previous step
+
+    def epochs(self, epochs: int, seed: int, max_steps: int | None) -> None:
+        """Runs up to ``epochs`` epochs, stopping after ``max_steps`` steps, then averages the
+        ranks' buffers (batch-norm statistics saw only each rank's rows)."""
+        for epoch in range(1, epochs + 1):
+            self.epoch(epoch, epochs, np.random.default_rng((seed, epoch)), max_steps)
+            if max_steps is not None and self.steps >= max_steps:
+                break
+        self.dp.average_buffers()
+
+    def epoch(self, epoch: int, epochs: int, rng: np.random.Generator,
+              max_steps: int | None) -> None:
+        """One pass over the data in shuffled global batches; records and prints the epoch."""
+        order, batch = rng.permutation(len(self.x)), self.plan.batch
+        start, loss, samples = time.perf_counter(), 0.0, 0
+        for at in range(0, len(self.x), batch):
+            size = min(batch, len(self.x) - at)
+            loss += self.step(epoch, order[at:at + size]) * size
+            samples += size
+            if size == batch:  # every mode measures; adaptive acts on it
+                self.rebalance()
+            if max_steps is not None and self.steps >= max_steps:
+                break
+        seconds = time.perf_counter() - start
+        record = {"epoch": epoch, "loss": loss / max(samples, 1), "seconds": seconds,
+                  "shares": list(self.split), "samples_per_second": samples / seconds}
+        self.report.history.append(record)
+        self.log.write("epoch", **record)
+        if self.out and not self.view.enabled:
+            print(f"epoch {epoch}/{epochs}  loss {record['loss']:.4f}  "
+                  f"{record['samples_per_second']:,.0f} samples/s  shares {list(self.split)}",
+                  file=self.out, flush=True)
+
+    def step(self, epoch: int, rows: np.ndarray) -> float:
+        """One data-parallel step on the global batch ``rows`` (a short last batch is split
+        afresh at the current rates); returns its loss."""
+        split = self.split if len(rows) == self.plan.batch else \
+            Split.proportional(self.balancer.rates, len(rows), self.plan.caps)
+        mine = rows[split.offset(self.rank):split.offset(self.rank) + split[self.rank]]
+        t0 = time.perf_counter()
+        loss = self.dp.train_step(self.x[mine], self.y[mine])
+        seconds = time.perf_counter() - t0
+        busy = self.dp.last_busy_seconds
+        self.meter.add(split.shares, busy, seconds)
+        self.steps += 1
+        if split == self.seen:  # a new micro-batch size first allocates its buffers
+            self.balancer.observe(split.shares, busy)
+        self.seen = split
+        self.heat.add(self.steps, {
+            "throughput": [s / t if s and t > 0 else math.nan for s, t in zip(split, busy)],
+            "share": [float(s) for s in split],
+            "memory": [s * self.plan.bytes_per_sample / 2**20 for s in split]})
+        self.view.update(self.heat)
+        self.log.write("step", step=self.steps, epoch=epoch, loss=loss, shares=list(split),
+                       seconds=seconds, busy_seconds=[float(t) for t in busy])
+        return loss
+
+    def rebalance(self) -> None:
+        """Lets the balancer decide on the current split; with ``balance="adaptive"`` a
+        proposed change is taken, recorded and logged."""
+        change = self.balancer.propose(self.split.shares)
+        if change is None or self.plan.balance != "adaptive":
+            return
+        event = Rebalance(self.steps, self.split, Split(tuple(change[0])), change[1],
+                          tuple(self.balancer.rates))
+        self.split = event.new
+        self.report.rebalances.append(event)
+        self.log.write("rebalance", **event.to_dict())
+
+    def finish(self, x_test, y_test, heatmap_png) -> Report:
+        """Fills in the report, evaluates on the test split, closes the log, saves and prints
+        the heat map and the summary."""
+        report = self.report
+        report.shares = list(self.split)
+        report.steps, report.seconds = self.steps, self.meter.wall
+        report.samples_per_second = self.meter.samples_per_second
+        report.ideal_samples_per_second = self.meter.summed_rate
+        if x_test is not None:
+            report.accuracy = float(self.model.evaluate(x_test, y_test)["accuracy"])
+        self.log.write("done", samples_per_second=report.samples_per_second,
+                       ideal_samples_per_second=report.ideal_samples_per_second,
+                       accuracy=report.accuracy, shares=report.shares, steps=self.steps)
+        self.log.close()
+        if self.rank == 0 and heatmap_png is not None and len(self.heat):
+            self.heat.save_png(heatmap_png)
+        if self.out:
+            if not self.view.enabled and len(self.heat):
+                print(self.heat.render(), file=self.out)
+            print(report.summary(), file=self.out, flush=True)
+        return report
 
 
-def _given_shares(shares, n: int, batch: int, balance: str) -> list[int]:
+def _given_split(shares, n: int, batch: int, balance: str) -> Split:
     if balance == "equal":
         raise ValueError('train: shares= sets the first split of balance="static" or '
                          '"adaptive"; balance="equal" splits evenly')
@@ -326,14 +345,7 @@ def _given_shares(shares, n: int, batch: int, balance: str) -> list[int]:
                                or s < 0 for s in shares) or sum(shares) != batch:
         raise ValueError(f"train: shares must be {n} integers >= 0 (one per rank) summing to "
                          f"the batch {batch}, got {shares}")
-    return [int(s) for s in shares]
-
-
-def _lr_scale(rule, batch: int, reference: int) -> float:
-    if rule is None or batch == reference:
-        return 1.0
-    ratio = batch / reference
-    return ratio if rule == "linear" else math.sqrt(ratio)
+    return Split(tuple(shares))
 
 
 def _load(data, path):
@@ -356,24 +368,3 @@ def _load(data, path):
     if len(x) != len(y) or len(x) == 0:
         raise ValueError(f"train: need as many labels as samples (> 0), got {len(x)} and {len(y)}")
     return x, y, xt, yt
-
-
-def render_plan(plan: dict) -> str:
-    """The plan table rank 0 prints at start."""
-    rows = []
-    for r, p in enumerate(plan["profiles"]):
-        rows.append([r, p["host"], plan["groups"][r], p["device"],
-                     p["device_name"][:24], p["threads"], round(p["gemm_flops"] / 1e9, 1),
-                     round(p["memory_free"] / 2**30, 1),
-                     "-" if math.isinf(p["link_bandwidth"]) else round(p["link_bandwidth"] / 1e9, 2),
-                     round(p["link_latency_s"] * 1e6, 1), round(plan["probe_rates"][r]),
-                     plan["caps"][r], plan["shares"][r]])
-    table = format_table(["rank", "host", "group", "kind", "device", "thr", "GEMM GF/s",
-                          "free GiB", "link GB/s", "lat us", "probe/s", "cap", "share"], rows,
-                         title="nexus scheduler plan (measured on this job)")
-    mode = "hierarchical (groups, then leaders)" if plan["hierarchical"] else "flat ring"
-    c = plan["compression"]
-    return (f"{table}\nbatch {plan['batch']} (requested {plan['requested_batch']}), balance "
-            f"{plan['balance']}, reduction {mode}, compression ring={c['ring']} "
-            f"leaders={c['leaders']} ({c['reason']}), lr x{plan['lr_scale']:.3g}, predicted "
-            f"{plan['predicted_speedup_vs_equal']:.2f}x the equal split's step")

@@ -2,13 +2,15 @@
 
 ``split_batch`` is the one solver every part of the scheduler uses: the plan at start, the
 adaptive rebalancer and the cluster model behind ``nexus plan``. It is pure arithmetic on rates
-(samples per second), so it is tested on its own.
+(samples per second), so it is tested on its own; ``Split`` is its result as a record.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import numbers
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 
 def split_batch(rates: Sequence[float], batch: int, caps: Sequence[int | None] | None = None
@@ -100,3 +102,64 @@ def equal_split(n: int, batch: int) -> list[int]:
         raise ValueError(f"equal_split: need at least one rank, got {n}")
     q, extra = divmod(int(batch), n)
     return [q + (r < extra) for r in range(n)]
+
+
+@dataclass(frozen=True)
+class Split:
+    """Each rank's share of one global batch (its micro-batch size), in rank order.
+
+    ``Split.proportional`` solves it from measured rates (``split_batch``), ``Split.equal``
+    spreads the batch evenly; ``len(split)`` is the number of ranks, ``split[r]`` rank r's share
+    and ``split.batch`` their sum. Its JSON form (logs, reports) is ``list(split)``.
+
+    Raises:
+        ValueError: no ranks, or a share that is not an integer >= 0.
+
+    Example:
+        >>> s = Split.proportional([2.0, 1.0, 1.0], 128)
+        >>> s.shares, s.batch, s.offset(2)
+        ((64, 32, 32), 128, 96)
+    """
+
+    shares: tuple[int, ...]
+
+    def __post_init__(self):
+        shares = tuple(self.shares)
+        if not shares or any(isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0
+                             for s in shares):
+            raise ValueError(f"Split: shares must be integers >= 0, one per rank (at least one), "
+                             f"got {list(shares)}")
+        object.__setattr__(self, "shares", tuple(int(s) for s in shares))
+
+    @classmethod
+    def proportional(cls, rates: Sequence[float], batch: int,
+                     caps: Sequence[int | None] | None = None) -> Split:
+        """``split_batch(rates, batch, caps)`` as a Split (its errors are split_batch's)."""
+        return cls(tuple(split_batch(rates, batch, caps)))
+
+    @classmethod
+    def equal(cls, n: int, batch: int) -> Split:
+        """``equal_split(n, batch)`` as a Split."""
+        return cls(tuple(equal_split(n, batch)))
+
+    @property
+    def batch(self) -> int:
+        """The global batch: the sum of the shares."""
+        return sum(self.shares)
+
+    def offset(self, rank: int) -> int:
+        """Where rank ``rank``'s rows start in the global batch (the shares before it)."""
+        return sum(self.shares[:rank])
+
+    def step_time(self, rates: Sequence[float]) -> float:
+        """``step_time`` of this split at ``rates`` samples/s per rank."""
+        return step_time(self.shares, rates)
+
+    def __len__(self) -> int:
+        return len(self.shares)
+
+    def __getitem__(self, rank: int) -> int:
+        return self.shares[rank]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.shares)

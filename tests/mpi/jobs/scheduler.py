@@ -31,7 +31,7 @@ def build(width=256, features=64):
 
 
 def flat(model):
-    return np.concatenate([p.numpy().ravel() for p in model._native.params])
+    return np.concatenate([p.numpy().ravel() for p in model.params.values()])
 
 
 def identical(model):
@@ -52,15 +52,16 @@ r = s.train((xs[:6144], ys[:6144], xs[6144:], ys[6144:]), Epochs(5), BatchSize(2
             log_file=os.path.join(OUT, "adaptive.jsonl"),
             heatmap_png=os.path.join(OUT, "adaptive.png"), verbose=RANK == 0)
 report(check="adaptive", shares=r.shares, accuracy=r.accuracy, steps=r.steps,
-       rates=r.plan["probe_rates"], history=len(r.history), identical=identical(s.model),
+       rates=list(r.plan.probe_rates), history=len(r.history), identical=identical(s.model),
        samples_per_second=r.samples_per_second, rebalances=len(r.rebalances),
-       plan_shares=r.plan["shares"], groups=r.plan["groups"])
+       plan_shares=list(r.plan.split), groups=list(r.plan.groups))
 
 # ---- adaptive from an equal first split: the balancer moves samples to rank 0
 s = Scheduler.with_graph(build(1024, 256), ClusterConfig.auto(), optimizer=nx.optim.Adam(lr=5e-3))
 r = s.train((xs, ys), Epochs(4), BatchSize(2048), balance="adaptive", rebalance_every=2,
             shares=[683, 683, 682], verbose=False)
-report(check="adaptive_from_equal", shares=r.shares, rebalances=r.rebalances,
+report(check="adaptive_from_equal", shares=r.shares,
+       rebalances=[e.to_dict() for e in r.rebalances],
        identical=identical(s.model))
 
 # ---- declared groups, federated: hierarchical reduction, compression on the leaders' link
@@ -74,8 +75,8 @@ for compression in (None, "auto"):
     r = s.train("digits", Epochs(15), BatchSize(128), balance="static", compression=compression,
                 verbose=False)
     accuracy[str(compression)] = r.accuracy
-    report(check=f"federated_{compression}", accuracy=r.accuracy, codecs=r.plan["compression"],
-           hierarchical=r.plan["hierarchical"], groups=r.plan["groups"],
+    report(check=f"federated_{compression}", accuracy=r.accuracy, codecs=r.plan.to_dict()["compression"],
+           hierarchical=r.plan.hierarchical, groups=list(r.plan.groups),
            identical=identical(s.model), bytes_sent=dist.last_stats().bytes_sent,
            bytes_uncompressed=dist.last_stats().bytes_uncompressed)
 

@@ -33,7 +33,7 @@ def build(seed=0, opt=None):
 
 
 def flat(model):
-    return np.concatenate([p.numpy().ravel() for p in model._native.params])
+    return np.concatenate([p.numpy().ravel() for p in model.params.values()])
 
 
 def same_everywhere(model):

@@ -1,0 +1,175 @@
+"""The Plan a training job starts from, and the Rebalances that change its Split later.
+
+``Scheduler.train`` builds one ``Plan`` from the ranks' profiles and probes: which device group
+each rank is in, how the batch is split, which codec each ring uses and how the learning rate is
+scaled. Rank 0 prints it (``Plan.render``) and logs it (``Plan.to_dict``, the JSON form).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .profile import Profile
+from .split import Split
+from .table import format_table
+
+AUTO_CODEC = "int8"  # what compression="auto" puts on a slow link (0.27 of the bytes)
+BALANCES = ("adaptive", "static", "equal")
+
+
+@dataclass(frozen=True)
+class Compression:
+    """The codec spec of the flat (or in-group) ring and of the group leaders' ring, and why.
+
+    Example:
+        >>> Compression("none", "int8", "slowest link 0.50 GB/s < 1 GB/s").leaders
+        'int8'
+    """
+
+    ring: str
+    leaders: str
+    reason: str
+
+    @classmethod
+    def choose(cls, compression, profiles: Sequence[Profile], groups: Sequence[str],
+               hierarchical: bool, below_gbps: float) -> Compression:
+        """The codecs for ``compression``: None or a codec spec applies as requested; "auto"
+        puts ``AUTO_CODEC`` on the links measured slower than ``below_gbps`` GB/s (the links that
+        cross from one group to the next when ``hierarchical``, every link otherwise).
+
+        Raises:
+            ValueError, TypeError: an unknown codec spec (listing the valid ones).
+        """
+        if compression != "auto":
+            from .. import distributed as dist  # noqa: PLC0415
+
+            spec = dist.codec_spec(compression)
+            return cls(spec, spec, "as requested")
+        n = len(profiles)
+        if hierarchical:
+            links = [p.link_bandwidth for r, p in enumerate(profiles)
+                     if groups[r] != groups[(r + 1) % n]]
+        else:
+            links = [p.link_bandwidth for p in profiles] if n > 1 else []
+        slow = [b for b in links if b < below_gbps * 1e9]
+        why = (f"slowest link {min(links) / 1e9:.2f} GB/s {'<' if slow else '>='} "
+               f"{below_gbps:g} GB/s") if links else "no links"
+        codec = AUTO_CODEC if slow else "none"
+        return cls("none" if hierarchical else codec, codec, why)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a training job starts from; the same on every rank.
+
+    ``batch`` is the global batch that trains (``requested_batch`` unless the ranks' memory
+    cannot hold it); ``groups`` names each rank's device group; ``hierarchical``: gradients are
+    reduced inside groups, then across their leaders; ``probe_rates`` are the ranks' samples/s
+    measured with the model, ``bytes_per_sample`` the activation memory a sample takes in a
+    step (planned by the model), ``caps`` the most samples each rank's memory holds and ``split`` the
+    first Split; ``predicted_speedup_vs_equal`` is the equal split's step time over this one's at
+    the probe rates.
+
+    Raises:
+        ValueError: a per-rank field whose length is not ``world_size``, a split that does not
+            sum to ``batch``, an unknown ``balance`` or a learning-rate scale that is not > 0.
+    """
+
+    world_size: int
+    batch: int
+    requested_batch: int
+    balance: str
+    groups: tuple[str, ...]
+    hierarchical: bool
+    compression: Compression
+    lr_scale: float
+    probe_rates: tuple[float, ...]
+    bytes_per_sample: float
+    caps: tuple[int, ...]
+    split: Split
+    profiles: tuple[Profile, ...]
+    predicted_speedup_vs_equal: float
+
+    def __post_init__(self):
+        for name in ("groups", "probe_rates", "caps", "split", "profiles"):
+            if len(getattr(self, name)) != self.world_size:
+                raise ValueError(f"Plan: {name} has {len(getattr(self, name))} entries for "
+                                 f"{self.world_size} ranks; give one per rank")
+        if self.split.batch != self.batch:
+            raise ValueError(f"Plan: the split {list(self.split)} sums to {self.split.batch}, "
+                             f"not the batch {self.batch}")
+        if self.balance not in BALANCES:
+            raise ValueError(f"Plan: unknown balance {self.balance!r}; valid: "
+                             f"{', '.join(BALANCES)}")
+        if not (self.lr_scale > 0 and self.bytes_per_sample > 0):
+            raise ValueError(f"Plan: lr_scale and bytes_per_sample must be > 0, got "
+                             f"{self.lr_scale!r} and {self.bytes_per_sample!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form the log records (``split`` as ``shares``, a list)."""
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        out.update(groups=list(self.groups), compression=asdict(self.compression),
+                   probe_rates=list(self.probe_rates), caps=list(self.caps),
+                   profiles=[p.to_dict() for p in self.profiles])
+        out["shares"] = list(out.pop("split"))
+        return out
+
+    def render(self) -> str:
+        """The plan table rank 0 prints at start."""
+        rows = []
+        for r, p in enumerate(self.profiles):
+            link = "-" if math.isinf(p.link_bandwidth) else round(p.link_bandwidth / 1e9, 2)
+            rows.append([r, p.host, self.groups[r], p.device, p.device_name[:24], p.threads,
+                         round(p.gemm_flops / 1e9, 1), round(p.memory_free / 2**30, 1), link,
+                         round(p.link_latency_s * 1e6, 1), round(self.probe_rates[r]),
+                         self.caps[r], self.split[r]])
+        table = format_table(["rank", "host", "group", "kind", "device", "thr", "GEMM GF/s",
+                              "free GiB", "link GB/s", "lat us", "probe/s", "cap", "share"], rows,
+                             title="nexus scheduler plan (measured on this job)")
+        mode = "hierarchical (groups, then leaders)" if self.hierarchical else "flat ring"
+        c = self.compression
+        return (f"{table}\nbatch {self.batch} (requested {self.requested_batch}), balance "
+                f"{self.balance}, reduction {mode}, compression ring={c.ring} "
+                f"leaders={c.leaders} ({c.reason}), lr x{self.lr_scale:.3g}, predicted "
+                f"{self.predicted_speedup_vs_equal:.2f}x the equal split's step")
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    """A change of Split at ``step``, from ``old`` to ``new``, predicted to make a step
+    ``predicted_speedup`` times faster at the smoothed per-rank ``rates`` (samples/s).
+
+    Raises:
+        ValueError: splits over different ranks or batches, or a speed-up that is not > 1.
+    """
+
+    step: int
+    old: Split
+    new: Split
+    predicted_speedup: float
+    rates: tuple[float, ...]
+
+    def __post_init__(self):
+        if len(self.old) != len(self.new) or self.old.batch != self.new.batch:
+            raise ValueError(f"Rebalance: {list(self.old)} and {list(self.new)} must split the "
+                             "same batch over the same ranks")
+        if not self.predicted_speedup > 1:
+            raise ValueError(f"Rebalance: predicted_speedup must be > 1, got "
+                             f"{self.predicted_speedup!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form the log records (splits as lists)."""
+        return {"step": self.step, "old": list(self.old), "new": list(self.new),
+                "predicted_speedup": self.predicted_speedup, "rates": list(self.rates)}
+
+
+def lr_scale(rule: str | None, batch: int, reference: int) -> float:
+    """The learning-rate factor for training ``batch`` when the lr was chosen for ``reference``:
+    ``batch / reference`` ("linear"), its square root ("sqrt"), or 1 (None)."""
+    if rule is None or batch == reference:
+        return 1.0
+    ratio = batch / reference
+    return ratio if rule == "linear" else math.sqrt(ratio)
