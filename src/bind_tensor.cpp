@@ -28,7 +28,7 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       .def_property_readonly("strides", [](const Tensor& t) { return to_tuple(t.strides()); })
       .def_property_readonly("_dtype", &Tensor::dtype)
       .def_property_readonly("ndim", &Tensor::ndim)
-      .def_property_readonly("size", &Tensor::numel)
+      .def("numel", &Tensor::numel)
       .def_property_readonly("device", [](const Tensor&) { return "cpu"; })
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); })

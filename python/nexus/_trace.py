@@ -10,7 +10,7 @@ Nothing enters a trace unrecorded: a tensor that is neither an argument, nor the
 recorded op, nor one of the tensors the guard walk (``_guards.scan``) found in the function's
 closure and globals raises TraceError naming the line; so does converting a traced tensor to a
 Python value (``.item()``, ``bool(t)``, ``.numpy()``). Reading a shape (``t.shape``, ``len(t)``,
-``t.size``) is allowed and makes the trace valid for exactly these shapes.
+``t.numel()``) is allowed and makes the trace valid for exactly these shapes.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ DISPATCHERS = ("nexus.functional", "nexus.tensor")
 FORBIDDEN = ("numpy", "item", "tolist", "__bool__", "__float__", "__int__", "__index__",
              "__array__", "__dlpack__", "data_ptr", "backward")
 # Reading these makes the trace shape-specific.
-SHAPE_READS = ("shape", "size", "strides", "__len__", "__iter__")
+SHAPE_READS = ("shape", "numel", "strides", "__len__", "__iter__")
 
 # Ops whose recorded form depends only on input ranks and dtypes (a trace made of these alone,
 # that read no shape, is reused for any shape of the same class).

@@ -285,7 +285,7 @@ class Model:
         return self._native.dump()
 
     def __repr__(self) -> str:
-        n = sum(p.size for p in self._native.params)
+        n = sum(p.numel() for p in self._native.params)
         return f"<nexus Model: {len(self.builder.layers)} layers, {n:,} parameters, loss={self.loss_name}>"
 
 

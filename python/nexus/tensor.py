@@ -30,7 +30,7 @@ def _repr(self) -> str:
 
 
 def _item(self):
-    if self.size != 1:
+    if self.numel() != 1:
         raise ValueError(f"only one-element tensors can be converted to Python scalars, got shape {self.shape}")
     arr = (_C.astype(self.detach(), float32.code) if self._dtype == bfloat16.code else self).numpy()
     return arr.reshape(()).item()
@@ -63,7 +63,7 @@ def _iter(self):
 def _backward(self, gradient=None) -> None:
     """Accumulates d(self)/d(leaf) into every leaf's ``.grad``."""
     if gradient is None:
-        if self.size != 1:
+        if self.numel() != 1:
             raise ValueError(
                 f"backward: grad can be implicitly created only for one-element outputs; this tensor has "
                 f"shape {self.shape}, so pass gradient= of that shape")

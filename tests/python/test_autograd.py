@@ -192,7 +192,7 @@ def test_float32_gradient_agrees_with_float64(name):
         leaves = [nx.tensor(x, dtype=dtype, requires_grad=True) for x in inputs]
         out = fn(*leaves)
         assert out.dtype == getattr(nx, dtype)
-        if out.size == 1:
+        if out.numel() == 1:
             out.backward()
         else:
             out.backward(nx.tensor(np.ones(out.shape), dtype=dtype))

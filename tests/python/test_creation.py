@@ -128,7 +128,7 @@ def test_tensor_of_a_python_scalar_is_zero_dimensional():
     t = nx.tensor(3.5)
     assert t.shape == ()
     assert t.ndim == 0
-    assert t.size == 1
+    assert t.numel() == 1
     assert t.item() == 3.5
 
 
@@ -178,7 +178,7 @@ def test_attributes_describe_shape_and_layout():
     assert t.shape == (2, 3, 4)
     assert isinstance(t.shape, tuple) and all(type(d) is int for d in t.shape)
     assert t.ndim == 3
-    assert t.size == 24 and isinstance(t.size, int)
+    assert t.numel() == 24 and isinstance(t.numel(), int)
     assert t.device == "cpu"
     assert t.is_contiguous()
     assert tuple(t.strides) == (12, 4, 1)
@@ -196,7 +196,7 @@ def test_zeros_and_ones_take_varargs_or_a_tuple(factory, value):
         np.testing.assert_array_equal(t.numpy(), np.full((2, 3), value, np.float32))
     assert factory(4, dtype="int32").tolist() == [int(value)] * 4
     assert factory(0, 3).shape == (0, 3)
-    assert factory(0, 3).size == 0
+    assert factory(0, 3).numel() == 0
     assert factory(()).shape == ()
 
 

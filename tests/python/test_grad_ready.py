@@ -40,7 +40,7 @@ def test_every_gradient_is_reported_once_in_backward_order_pointing_at_the_resul
     grads = list(native.grads)
     assert sorted(p for p, _, _ in seen) == list(range(len(grads)))  # each one, once
     for p, data, numel in seen:
-        assert data == grads[p].data_ptr() and numel == grads[p].size
+        assert data == grads[p].data_ptr() and numel == grads[p].numel()
     order = [p for p, _, _ in seen]
     assert order.index(len(grads) - 1) < order.index(0)  # the last layer's come first
     # The hook changes nothing: same loss and gradients as a pass without it.

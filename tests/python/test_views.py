@@ -196,7 +196,7 @@ def test_an_empty_list_index_selects_nothing_as_in_numpy(a, index):
     g = nx.tensor(a)[index]
     ref = a[index]
     assert g.shape == ref.shape and g.dtype == nx.float32
-    assert g.size == 0
+    assert g.numel() == 0
 
 
 def test_gather_from_a_transposed_tensor_matches_numpy(a):

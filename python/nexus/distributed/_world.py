@@ -204,7 +204,7 @@ def _as_tensor(x, op: str):
         if x.dtype.name not in _FLOATS:
             raise TypeError(f"{op}: cannot reduce a {x.dtype.name} tensor; valid: "
                             f"{', '.join(_FLOATS)} (integer data: pass a numpy array)")
-        if x.size and not x.is_contiguous():
+        if x.numel() and not x.is_contiguous():
             raise ValueError(f"{op}: works in place, so the tensor must be contiguous (use "
                              "t.contiguous() and pass that)")
         return x
@@ -216,9 +216,9 @@ def _buffer(w: _World, x):
     dtype, bfloat16 included, as bytes)."""
     if isinstance(x, np.ndarray):
         return x
-    if x.size and not x.is_contiguous():
+    if x.numel() and not x.is_contiguous():
         raise ValueError("the tensor must be contiguous (use t.contiguous() and pass that)")
-    return [w.mpi.buffer.fromaddress(x.data_ptr(), x.size * x.dtype.itemsize), w.mpi.BYTE]
+    return [w.mpi.buffer.fromaddress(x.data_ptr(), x.numel() * x.dtype.itemsize), w.mpi.BYTE]
 
 
 def codec_spec(compression) -> str:
@@ -245,7 +245,7 @@ def all_reduce(x, op: str = "sum", compression=None, residual=None):
     ReduceOp.SUM/AVG/MAX/MIN; a nan on any rank wins max and min, as numpy.maximum).
     ``compression``: a codec spec ("none", "fp16", "bf16", "int8", "topk:RATIO", "sign") or a
     Codec, for float32 buffers with "sum" or "mean" (float16/bfloat16 travel in their own format;
-    float64, "max" and "min" take "none"). ``residual``: a ``nexus._C.comm.Residual(x.size)``
+    float64, "max" and "min" take "none"). ``residual``: a ``nexus._C.comm.Residual(x.numel())``
     kept by the caller across calls for error feedback. Integer and bool arrays are reduced
     exactly through MPI ("sum", "max", "min"). Every rank must call it with the same size, dtype,
     op and compression. Raises ValueError for an unknown op or codec, TypeError for a dtype the
@@ -373,7 +373,7 @@ def _check_root(w: _World, root) -> None:
 
 
 def _check_same_shape(w: _World, x, op: str) -> None:
-    a = np.array([x.size, _itemsize(x)], np.int64)
+    a = np.array([_numel(x), _itemsize(x)], np.int64)
     every = np.zeros((w.size, 2), np.int64)
     _wait(w.comm.Iallgather(a, every), f"{op}() (sizes)")
     bad = [r for r in range(w.size) if (every[r] != every[0]).any()]
@@ -384,3 +384,7 @@ def _check_same_shape(w: _World, x, op: str) -> None:
 
 def _itemsize(x) -> int:
     return x.itemsize if isinstance(x, np.ndarray) else x.dtype.itemsize
+
+
+def _numel(x) -> int:
+    return x.size if isinstance(x, np.ndarray) else x.numel()
