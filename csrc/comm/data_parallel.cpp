@@ -34,6 +34,9 @@ AllReduceOptions DataParallelReducer::ring_options() const {
 }
 
 void DataParallelReducer::sum_counts(std::vector<double>& counts) {
+  // Where a step waits for the slowest rank: sleep between polls, so that a rank sharing this
+  // core (an oversubscribed node) gets it meanwhile.
+  BackgroundScope background(world_);
   ring_allreduce(world_, counts.data(), counts.size(), ring_options());
 }
 

@@ -55,6 +55,7 @@ class CompiledModel {
 
  private:
   void bind_state(Executor& ex) const;
+  double reduced_forward_backward(const Tensor& x, const Tensor& y, GradReducer& reducer);
   std::vector<int> results_last_use(const std::vector<bool>& run) const;
 
   graph::Graph g_;
