@@ -8,7 +8,6 @@
 #include "engine/executor.h"
 #include "engine/traced.h"
 #include "engine/shape_infer.h"
-#include "grad_ready_hook.h"
 
 namespace py = pybind11;
 
@@ -20,6 +19,19 @@ using graph::OpKind;
 static graph::Attrs attrs(ops::UnaryOp u, ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats) {
   return graph::Attrs{u, b, std::move(ints), std::move(floats), 0, false};
 }
+
+// A GradReducer written in Python (tests, experiments): each call takes the GIL back.
+struct PyGradReducer : engine::GradReducer {
+  void begin(int64_t samples) override {
+    PYBIND11_OVERRIDE_PURE(void, engine::GradReducer, begin, samples);
+  }
+  void on_grad_ready(size_t param, const Tensor& grad) override {
+    PYBIND11_OVERRIDE_PURE(void, engine::GradReducer, on_grad_ready, param, grad);
+  }
+  double finish(const std::vector<Tensor>& grads, double loss) override {
+    PYBIND11_OVERRIDE_PURE(double, engine::GradReducer, finish, grads, loss);
+  }
+};
 
 void bind_graph(py::module_& m) {
   py::enum_<OpKind> kind(m, "OpKind");
@@ -80,6 +92,14 @@ void bind_graph(py::module_& m) {
       .def_property_readonly("live", &engine::TracedProgram::live)
       .def("dump", [](const engine::TracedProgram& p) { return p.graph().dump(); });
 
+  // Shared-pointer held, so nexus._C_mpi's DataParallelReducer (a subclass) passes as one.
+  py::class_<engine::GradReducer, PyGradReducer, std::shared_ptr<engine::GradReducer>>(
+      m, "GradReducer")
+      .def(py::init<>())
+      .def("begin", &engine::GradReducer::begin, py::arg("samples"))
+      .def("on_grad_ready", &engine::GradReducer::on_grad_ready, py::arg("param"), py::arg("grad"))
+      .def("finish", &engine::GradReducer::finish, py::arg("grads"), py::arg("loss"));
+
   py::class_<engine::CompiledModel>(m, "CompiledModel")
       .def(py::init<Graph, std::vector<Tensor>, std::vector<Tensor>, bool>(), py::arg("graph"),
            py::arg("params"), py::arg("buffers"), py::arg("fuse") = true)
@@ -104,23 +124,11 @@ void bind_graph(py::module_& m) {
         engine::CompiledModel::Traffic t = c.step_traffic(batch);
         return py::dict(py::arg("unfused") = t.unfused, py::arg("fused") = t.fused);
       }, py::arg("batch"))
-      .def("forward_backward", [](engine::CompiledModel& c, const Tensor& x, const Tensor& y,
-                                  py::object on_grad_ready) {
-        engine::CompiledModel::GradReady ready;
-        if (!on_grad_ready.is_none()) {
-          NX_CHECK_TYPE(PyCapsule_IsValid(on_grad_ready.ptr(), kGradReadyCapsule),
-                        "forward_backward: on_grad_ready must be the hook of a "
-                        "nexus._C_mpi.OverlapReduction (a \"", kGradReadyCapsule, "\" capsule)");
-          const GradReadyHook hook = *static_cast<GradReadyHook*>(
-              PyCapsule_GetPointer(on_grad_ready.ptr(), kGradReadyCapsule));
-          ready = [hook](size_t p, const Tensor& g) {
-            if (g.defined() && g.is_contiguous()) hook.fn(hook.ctx, p, g.raw_data(), g.numel());
-          };
-        }
-        py::gil_scoped_release nogil;
-        return c.forward_backward(x, y, ready);
-      }, py::arg("x"), py::arg("y"), py::arg("on_grad_ready") = py::none())
-      .def("train_step", &engine::CompiledModel::train_step, nogil)
+      .def("forward_backward", [](engine::CompiledModel& c, const Tensor& x, const Tensor& y) {
+        return c.forward_backward(x, y);
+      }, py::arg("x"), py::arg("y"), nogil)
+      .def("train_step", &engine::CompiledModel::train_step, py::arg("x"), py::arg("y"),
+           py::arg("opt"), py::arg("lr"), py::arg("state"), py::arg("reducer") = nullptr, nogil)
       .def("predict", &engine::CompiledModel::predict, nogil)
       .def("evaluate_loss", &engine::CompiledModel::evaluate_loss, nogil)
       .def_property_readonly("params", &engine::CompiledModel::params)

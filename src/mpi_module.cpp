@@ -5,9 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "base/error.h"
-#include "grad_ready_hook.h"
-#include "comm/bucket.h"
-#include "comm/overlap.h"
+#include "comm/data_parallel.h"
 #include "comm/mpi/mpi_transport.h"
 #include "tensor/tensor.h"
 
@@ -16,20 +14,6 @@ using namespace nexus;
 using namespace nexus::comm;
 
 namespace {
-
-// The Python face of OverlapReduction: the C hook CompiledModel.forward_backward calls (handed
-// over as a capsule) forwards to ready().
-struct OverlapBinding {
-  OverlapReduction reduction;
-  python::GradReadyHook hook{&OverlapBinding::on_ready, this};
-
-  OverlapBinding(BucketReducer& r, Transport& t, double pre, AllReduceOptions opts)
-      : reduction(r, t, pre, std::move(opts)) {}
-  static void on_ready(void* self, size_t param, void* data, int64_t numel) {
-    auto& o = static_cast<OverlapBinding*>(self)->reduction;
-    if (param < o.num_params() && size_t(numel) == o.numel(param)) o.ready(param, data);
-  }
-};
 
 AllReduceOptions options(const std::string& op, const std::string& codec, Residual* residual,
                          size_t segment_bytes, double timeout_s) {
@@ -64,38 +48,28 @@ PYBIND11_MODULE(_C_mpi, m) {
      py::arg("residual") = nullptr, py::arg("segment_bytes") = kMaxSegmentBytes,
      py::arg("timeout_s") = 300.0);
 
-  py::class_<BucketReducer>(m, "BucketReducer")
-      .def(py::init([](const std::vector<Tensor>& params, size_t bucket_bytes,
-                       const std::string& codec) {
-        return BucketReducer(params, bucket_bytes, make_codec(codec));
-      }), py::arg("params"), py::arg("bucket_bytes") = kDefaultBucketBytes,
-         py::arg("codec") = "none")
-      .def_property_readonly("num_buckets", [](const BucketReducer& b) { return b.buckets().size(); })
-      .def("reset_residuals", &BucketReducer::reset_residuals)
-      .def("reduce", [](BucketReducer& b, MpiTransport& t, const std::vector<Tensor>& grads,
-                        double pre_scale, double post_scale, size_t segment_bytes,
-                        double timeout_s) {
-        auto opts = options("sum", "none", nullptr, segment_bytes, timeout_s);
-        return b.reduce(t, grads, pre_scale, post_scale, opts);
-      }, py::arg("comm"), py::arg("grads"), py::arg("pre_scale") = 1.0,
-         py::arg("post_scale") = 1.0, py::arg("segment_bytes") = kMaxSegmentBytes,
-         py::arg("timeout_s") = 300.0, nogil);
-
-  py::class_<OverlapBinding>(m, "OverlapReduction")
-      .def(py::init([](BucketReducer& r, MpiTransport& t, double pre_scale, size_t segment_bytes,
-                       double timeout_s) {
-        return std::make_unique<OverlapBinding>(
-            r, t, pre_scale, options("sum", "none", nullptr, segment_bytes, timeout_s));
-      }), py::arg("reducer"), py::arg("comm"), py::arg("pre_scale") = 1.0,
+  // The whole gradient side of a data-parallel step: CompiledModel.train_step (nexus._C) takes
+  // it as its reducer. It keeps the communicators it reduces over alive.
+  py::class_<DataParallelReducer, engine::GradReducer, std::shared_ptr<DataParallelReducer>>(
+      m, "DataParallelReducer")
+      .def(py::init([](MpiTransport& world, const std::vector<Tensor>& params,
+                       size_t bucket_bytes, const std::string& codec,
+                       const std::string& leader_codec, bool overlap, MpiTransport* group,
+                       MpiTransport* leaders, size_t segment_bytes, double timeout_s) {
+        const AllReduceOptions o = options("sum", codec, nullptr, segment_bytes, timeout_s);
+        DataParallelOptions opts{bucket_bytes, o.codec, make_codec(leader_codec), overlap,
+                                 segment_bytes, o.timeout};
+        return std::make_shared<DataParallelReducer>(world, params, std::move(opts), group,
+                                                     leaders);
+      }), py::arg("world"), py::arg("params"), py::arg("bucket_bytes") = kDefaultBucketBytes,
+         py::arg("codec") = "none", py::arg("leader_codec") = "none", py::arg("overlap") = true,
+         py::arg("group") = nullptr, py::arg("leaders") = nullptr,
          py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 300.0,
-         py::keep_alive<1, 2>(), py::keep_alive<1, 3>())
-      // The capsule points into this object: keep the object alive while backward may call it.
-      .def("hook", [](OverlapBinding& o) {
-        return py::capsule(&o.hook, python::kGradReadyCapsule);
-      })
-      .def("finish", [](OverlapBinding& o, const std::vector<Tensor>& grads) {
-        return o.reduction.finish(grads);
-      }, py::arg("grads"), nogil);
+         py::keep_alive<1, 2>(), py::keep_alive<1, 8>(), py::keep_alive<1, 9>())
+      .def_property_readonly("num_buckets", &DataParallelReducer::num_buckets)
+      .def_property_readonly("last_samples", &DataParallelReducer::last_samples)
+      .def_property_readonly("busy_seconds", &DataParallelReducer::busy_seconds)
+      .def_property_readonly("last_stats", &DataParallelReducer::last_stats);
 
   m.attr("DEFAULT_BUCKET_BYTES") = kDefaultBucketBytes;
   m.def("library_version", &mpi_library_version);

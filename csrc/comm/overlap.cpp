@@ -54,11 +54,7 @@ AllReduceStats OverlapReduction::finish(const std::vector<Tensor>& grads) {
 }
 
 void OverlapReduction::work() {
-  transport_.set_background(true);
-  struct Foreground {  // however work() ends
-    Transport& t;
-    ~Foreground() { t.set_background(false); }
-  } foreground{transport_};
+  BackgroundScope background(transport_);
   const auto& buckets = reducer_.buckets();
   for (size_t b = buckets.size(); b-- > 0;) {
     std::vector<void*> data;

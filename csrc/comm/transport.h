@@ -50,4 +50,16 @@ class Transport {
   virtual void set_background(bool /*on*/) {}
 };
 
+// set_background(true) for the life of the scope, however it ends.
+class BackgroundScope {
+ public:
+  explicit BackgroundScope(Transport& t) : t_(t) { t_.set_background(true); }
+  ~BackgroundScope() { t_.set_background(false); }
+  BackgroundScope(const BackgroundScope&) = delete;
+  BackgroundScope& operator=(const BackgroundScope&) = delete;
+
+ private:
+  Transport& t_;
+};
+
 }  // namespace nexus::comm

@@ -105,10 +105,27 @@ double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const G
 }
 
 double CompiledModel::train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt,
-                                 double lr, ops::optim::State& state) {
-  double loss = forward_backward(x, y);
+                                 double lr, ops::optim::State& state, GradReducer* reducer) {
+  const double loss = reducer ? reduced_forward_backward(x, y, *reducer) : forward_backward(x, y);
   ops::optim::step(opt, lr, params_, grads_, state);
   return loss;
+}
+
+double CompiledModel::reduced_forward_backward(const Tensor& x, const Tensor& y,
+                                               GradReducer& reducer) {
+  NX_CHECK(x.defined() && x.ndim() > 0, "train_step: the features need a batch dimension");
+  const int64_t rows = x.dim(0);
+  reducer.begin(rows);
+  double loss = 0;
+  if (rows > 0) {
+    loss = forward_backward(x, y, [&reducer](size_t p, const Tensor& g) {
+      if (g.defined() && g.is_contiguous()) reducer.on_grad_ready(p, g);
+    });
+  } else {
+    for (size_t i = 0; i < params_.size(); ++i)
+      grads_[i] = Tensor::zeros(params_[i].shape(), params_[i].dtype());
+  }
+  return reducer.finish(grads_, loss);
 }
 
 Tensor CompiledModel::predict(const Tensor& x) {

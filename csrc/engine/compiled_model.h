@@ -8,6 +8,7 @@
 
 #include "graph/ir.h"
 #include "engine/executor.h"
+#include "engine/grad_reducer.h"
 #include "graph/passes/passes.h"
 #include "ops/optim.h"
 
@@ -29,8 +30,11 @@ class CompiledModel {
   double forward_backward(const Tensor& x, const Tensor& y, const GradReady& ready = {});
   // One training step: forward_backward, then the fused optimizer update of every parameter.
   // The optimizer's state (step count, moments) belongs to the optimizer object that owns it.
+  // With a reducer (data parallel), the gradients go through it between backward and the update
+  // (see GradReducer) and the step returns the loss it reports; x with no rows runs no forward
+  // or backward and contributes zero gradients.
   double train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt, double lr,
-                    ops::optim::State& state);
+                    ops::optim::State& state, GradReducer* reducer = nullptr);
   Tensor predict(const Tensor& x);                       // inference mode (no dropout, running stats)
   double evaluate_loss(const Tensor& x, const Tensor& y);  // inference mode
 
@@ -51,6 +55,7 @@ class CompiledModel {
 
  private:
   void bind_state(Executor& ex) const;
+  double reduced_forward_backward(const Tensor& x, const Tensor& y, GradReducer& reducer);
   std::vector<int> results_last_use(const std::vector<bool>& run) const;
 
   graph::Graph g_;

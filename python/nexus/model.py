@@ -90,16 +90,29 @@ class Model:
         return self
 
     # ---- training ------------------------------------------------------------------------------
-    def train_step(self, x, y) -> float:
+    def train_step(self, x, y, *, reducer=None, lr_scale: float = 1.0) -> float:
         """One optimizer step on a batch: forward, backward and update in one native call.
 
-        Returns the batch's mean loss. Raises ValueError for an empty batch, samples that do not
-        fit the model's input, or a batch with more or fewer labels than samples.
+        ``reducer``: a gradient reducer run inside the step (``nexus.distributed.DataParallel``
+        passes its own): it sees each gradient as backward finishes it and reduces them across
+        ranks before the update; with one, the batch may be empty (the rank joins the step with
+        zero gradients). ``lr_scale`` multiplies the optimizer's learning rate for this step.
+
+        Returns the batch's mean loss (with a reducer, the global batch's). Raises ValueError for
+        an empty batch without a reducer, samples that do not fit the model's input, or a batch
+        with more or fewer labels than samples.
+
+        Example:
+            >>> loss = model.train_step(x[:32], y[:32])
         """
-        self._check_batch("train_step", x, y)
+        if reducer is None or len(y):
+            self._check_batch("train_step", x, y)
+        else:  # an empty slice of labels may have lost its integer dtype (an empty list)
+            y = np.zeros(0, np.int64)
         state = self.optimizer.native_state()
-        lr = self.optimizer.lr_at(state.step)
-        return self._native.train_step(_as_features(x, self._dtype), _as_labels(y), self._opt_config, lr, state)
+        lr = self.optimizer.lr_at(state.step) * lr_scale
+        return self._native.train_step(_as_features(x, self._dtype), _as_labels(y), self._opt_config, lr, state,
+                                       reducer)
 
     def forward_backward(self, x, y) -> float:
         """Forward and backward on a batch without an update: the gradients (``grads``) are

@@ -120,7 +120,8 @@ def _abort_on_uncaught(tp, value, tb) -> None:
     _C_mpi.abort(1)
 
 
-def _get() -> _World:
+def world() -> _World:
+    """The world this process belongs to, initialized on first use (the package's modules share it)."""
     init()
     return _world
 
@@ -131,21 +132,23 @@ def is_initialized() -> bool:
 
 def rank() -> int:
     """This process's rank in the world, 0 .. world_size() - 1."""
-    return _get().rank
+    return world().rank
 
 
 def world_size() -> int:
     """The number of ranks (1 in a plain ``python`` process)."""
-    return _get().size
+    return world().size
 
 
 def last_stats() -> Stats:
     """Bytes and seconds of this rank's last all-reduce (or data-parallel gradient reduction)."""
-    return _get().last
+    return world().last
 
 
-def _set_stats(s) -> None:
-    _get().last = Stats(int(s.bytes_sent), int(s.bytes_uncompressed), float(s.seconds))
+def record_stats(s) -> None:
+    """Keeps a native reduction's statistics (``bytes_sent``, ``bytes_uncompressed``, ``seconds``) as
+    the world's ``last_stats()``."""
+    world().last = Stats(int(s.bytes_sent), int(s.bytes_uncompressed), float(s.seconds))
 
 
 def _wait(req, what: str) -> None:
@@ -177,7 +180,7 @@ def _sum_in_place(x: np.ndarray, what: str, op: str = "sum") -> None:
 
 def barrier() -> None:
     """Returns once every rank has called barrier()."""
-    w = _get()
+    w = world()
     if w.size > 1:
         _wait(w.comm.Ibarrier(), "barrier()")
 
@@ -256,14 +259,14 @@ def all_reduce(x, op: str = "sum", compression=None, residual=None):
         raise ValueError(f"all_reduce: unknown op {op!r}; valid ops: "
                          f"{', '.join(repr(o) for o in _OPS)}")
     spec = codec_spec(compression)
-    w = _get()
+    w = world()
     t = _as_tensor(x, "all_reduce")
     if t is None:  # an integer or bool array
         if op == "mean":
             raise TypeError(f"all_reduce: op='mean' needs a floating dtype, got {x.dtype}")
         if w.size > 1:
             _sum_in_place(x, "all_reduce()", op)
-        _set_stats(Stats(0, 0, 0.0))
+        record_stats(Stats(0, 0, 0.0))
         return x
     if t.dtype.name == "float64" and not _C.comm.Codec(spec).lossless:
         raise ValueError(f'all_reduce: codec "{spec}" compresses float32 buffers; a float64 '
@@ -272,18 +275,18 @@ def all_reduce(x, op: str = "sum", compression=None, residual=None):
         raise ValueError(f'all_reduce: op="{op}" takes compression=None ("none"), got codec '
                          f'"{spec}": a lossy codec would change which value wins')
     if w.size == 1:
-        _set_stats(Stats(0, 0, 0.0))
+        record_stats(Stats(0, 0, 0.0))
         return x
     from .. import _C_mpi  # noqa: PLC0415
 
-    _set_stats(_C_mpi.all_reduce(w.transport, t, op, spec, residual,
+    record_stats(_C_mpi.all_reduce(w.transport, t, op, spec, residual,
                                  _C.comm.MAX_SEGMENT_BYTES, config.comm_timeout()))
     return x
 
 
 def broadcast(x, root: int = 0):
     """Overwrites ``x`` on every rank with root's ``x`` (in place); returns ``x``."""
-    w = _get()
+    w = world()
     _check_root(w, root)
     if isinstance(x, np.ndarray) and (not x.flags.c_contiguous or not x.flags.writeable):
         raise ValueError("broadcast: works in place, so the array must be writeable and "
@@ -307,7 +310,7 @@ def all_gather(x) -> list:
     (``np.concatenate(parts)`` makes one (8, 3) array). Example:
     ``dist.all_gather(np.array([dist.rank()]))`` gives ``[array([0]), array([1]), ...]``.
     """
-    w = _get()
+    w = world()
     is_tensor = isinstance(x, _C.Tensor)
     if is_tensor:
         if x.dtype.name == "bfloat16":
@@ -345,7 +348,7 @@ def ring_shift(send: np.ndarray, recv: np.ndarray) -> None:
     copies ``send`` into ``recv``. Raises CommError when a neighbour does not take part within
     NEXUS_COMM_TIMEOUT. Example: ``dist.ring_shift(np.ones(8, np.uint8), np.empty(8, np.uint8))``.
     """
-    w = _get()
+    w = world()
     if w.size == 1:
         np.copyto(recv, send)
         return

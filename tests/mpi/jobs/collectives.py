@@ -55,7 +55,7 @@ for seed, n in enumerate(sizes):
                 bad.append((n, dtype, op))
     # the multi-segment pipeline: 12-byte segments (3 float32)
     x = xs[RANK].copy()
-    _C_mpi.all_reduce(dist._world._get().transport, nx.from_numpy(x), "sum", "none", None, 12, 60.0)
+    _C_mpi.all_reduce(dist._world.world().transport, nx.from_numpy(x), "sum", "none", None, 12, 60.0)
     if not np.array_equal(x, naive.astype(np.float32)):
         bad.append((n, "float32", "sum, 12-byte segments"))
 report(check="exact", sizes=sizes, bad=[list(map(str, b)) for b in bad])

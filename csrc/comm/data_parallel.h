@@ -1,0 +1,85 @@
+// DataParallelReducer: the gradient side of a data-parallel training step (DESIGN decisions 6
+// and 7), the engine::GradReducer CompiledModel::train_step calls, over Transports.
+//
+// Sample weighting: every rank's gradient is weighted by its share of the step's samples, so the
+// reduced gradient is the full-batch mean gradient even when ranks hold different numbers of
+// rows; a rank with no rows contributes zeros. Each step the ranks sum [samples, samples x loss,
+// busy seconds of each rank] (exact, tiny), so every rank reports the global batch's mean loss.
+//
+// Flat reduction: the gradients go through the BucketReducer's buckets, one ring each. With
+// overlap, an OverlapReduction reduces each bucket on a worker thread as soon as backward has
+// finished all of its gradients; those are weighted by this rank's samples over the previous
+// step's global count (the same on every rank and known before backward starts; the first step
+// exchanges the counts first) and rescaled once this step's count is in, if it changed.
+// Hierarchical reduction (a group and a leaders' Transport): see HierarchicalReducer; it runs
+// after backward.
+//
+// Busy seconds: the time from the previous step's reduction (the last moment the ranks were
+// together) to the end of this step's backward, so it holds the update, the caller's loop, the
+// data, forward and backward, and, on a rank that shares its core, the time the core spent on
+// the other rank; not the wait for the others. Every rank gets every rank's.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "comm/bucket.h"
+#include "comm/hierarchical.h"
+#include "comm/overlap.h"
+#include "engine/grad_reducer.h"
+
+namespace nexus::comm {
+
+struct DataParallelOptions {
+  size_t bucket_bytes = kDefaultBucketBytes;
+  std::shared_ptr<const Codec> codec;         // the world's (or the groups') ring; null: "none"
+  std::shared_ptr<const Codec> leader_codec;  // the leaders' ring (hierarchical); null: "none"
+  bool overlap = true;  // reduce while backward runs (flat reduction; the worker thread and this
+                        // one must be allowed to use the transport in turn)
+  size_t segment_bytes = kMaxSegmentBytes;
+  Timeout timeout = default_timeout();
+};
+
+class DataParallelReducer final : public engine::GradReducer {
+ public:
+  // world: all ranks. params: the model's parameters (shapes and dtype of the gradients).
+  // group and leaders (hierarchical, both or neither): this rank's group, whose rank 0 is its
+  // leader, and the ring of leaders (null on a rank that is not one, or with a single group).
+  DataParallelReducer(Transport& world, const std::vector<Tensor>& params,
+                      DataParallelOptions opts, Transport* group = nullptr,
+                      Transport* leaders = nullptr);
+
+  void begin(int64_t samples) override;
+  void on_grad_ready(size_t param, const Tensor& grad) override;
+  double finish(const std::vector<Tensor>& grads, double loss) override;
+
+  size_t num_buckets() const { return buckets_.buckets().size(); }
+  // Of the last step: the samples of all ranks, every rank's busy seconds, this rank's bytes
+  // and seconds of the gradient reduction.
+  int64_t last_samples() const { return last_samples_; }
+  const std::vector<double>& busy_seconds() const { return busy_; }
+  const AllReduceStats& last_stats() const { return stats_; }
+
+ private:
+  AllReduceOptions ring_options() const;
+  void sum_counts(std::vector<double>& counts);  // over the world, in place
+
+  using Clock = std::chrono::steady_clock;
+  Transport& world_;
+  DataParallelOptions opts_;
+  BucketReducer buckets_;
+  std::unique_ptr<HierarchicalReducer> hier_;
+  const bool overlap_;
+  std::unique_ptr<OverlapReduction> pending_;  // this step's, with overlap
+  std::optional<double> guess_;                // the previous step's global sample count
+  std::optional<Clock::time_point> synced_;    // when the last reduction ended
+  Clock::time_point start_;
+  int64_t samples_ = 0;  // this rank's, this step
+  int64_t last_samples_ = 0;
+  std::vector<double> busy_;
+  AllReduceStats stats_;
+};
+
+}  // namespace nexus::comm
