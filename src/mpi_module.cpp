@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "base/error.h"
+#include "bindings.h"
 #include "grad_ready_hook.h"
 #include "comm/bucket.h"
 #include "comm/overlap.h"
@@ -31,10 +32,10 @@ struct OverlapBinding {
   }
 };
 
-AllReduceOptions options(const std::string& op, const std::string& codec, Residual* residual,
+AllReduceOptions options(ReduceOp op, const std::string& codec, Residual* residual,
                          size_t segment_bytes, double timeout_s) {
   NX_CHECK(timeout_s > 0, "all_reduce: timeout_s must be > 0, got ", timeout_s);
-  return {parse_reduce_op(op), make_codec(codec), residual, segment_bytes,
+  return {op, make_codec(codec), residual, segment_bytes,
           Timeout(int64_t(timeout_s * 1000 + 0.5))};
 }
 
@@ -52,7 +53,7 @@ PYBIND11_MODULE(_C_mpi, m) {
       .def_property_readonly("rank", &MpiTransport::rank)
       .def_property_readonly("size", &MpiTransport::size);
 
-  m.def("all_reduce", [](MpiTransport& t, const Tensor& x, const std::string& op,
+  m.def("all_reduce", [](MpiTransport& t, const Tensor& x, ReduceOp op,
                          const std::string& codec, Residual* residual, size_t segment_bytes,
                          double timeout_s) {
     NX_CHECK(x.defined() && (x.numel() == 0 || x.is_contiguous()),
@@ -75,7 +76,7 @@ PYBIND11_MODULE(_C_mpi, m) {
       .def("reduce", [](BucketReducer& b, MpiTransport& t, const std::vector<Tensor>& grads,
                         double pre_scale, double post_scale, size_t segment_bytes,
                         double timeout_s) {
-        auto opts = options("sum", "none", nullptr, segment_bytes, timeout_s);
+        auto opts = options(ReduceOp::Sum, "none", nullptr, segment_bytes, timeout_s);
         return b.reduce(t, grads, pre_scale, post_scale, opts);
       }, py::arg("comm"), py::arg("grads"), py::arg("pre_scale") = 1.0,
          py::arg("post_scale") = 1.0, py::arg("segment_bytes") = kMaxSegmentBytes,
@@ -85,7 +86,7 @@ PYBIND11_MODULE(_C_mpi, m) {
       .def(py::init([](BucketReducer& r, MpiTransport& t, double pre_scale, size_t segment_bytes,
                        double timeout_s) {
         return std::make_unique<OverlapBinding>(
-            r, t, pre_scale, options("sum", "none", nullptr, segment_bytes, timeout_s));
+            r, t, pre_scale, options(ReduceOp::Sum, "none", nullptr, segment_bytes, timeout_s));
       }), py::arg("reducer"), py::arg("comm"), py::arg("pre_scale") = 1.0,
          py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 300.0,
          py::keep_alive<1, 2>(), py::keep_alive<1, 3>())

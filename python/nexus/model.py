@@ -82,7 +82,7 @@ class Model:
         # softmax + cross-entropy lowers to one stable log-softmax on the logits
         logits = builder._softmax_logits.get(out, out)
         g.output = out
-        g.loss = g.add_node(_K.cross_entropy, [logits, labels], "loss", ints=[1])
+        g.loss = g.add_node(_K.cross_entropy, [logits, labels], "loss", reduce="mean")
         builder._infer_shapes()  # the labels and the loss; the layers are inferred already
         self._dtype = builder.dtype
         params = [_tensor(np.ascontiguousarray(v)) for _, v in builder._params]
