@@ -24,10 +24,10 @@ RankBuffer to_rank_buffer(py::array& a) {
   return {a.mutable_data(), f64 ? DType::Float64 : DType::Float32, size_t(a.size())};
 }
 
-AllReduceOptions options(const std::string& op, const std::string& codec, size_t segment_bytes,
+AllReduceOptions options(ReduceOp op, const std::string& codec, size_t segment_bytes,
                          double timeout_s) {
   NX_CHECK(timeout_s > 0, "loopback_allreduce: timeout_s must be > 0, got ", timeout_s);
-  return {parse_reduce_op(op), make_codec(codec), nullptr, segment_bytes,
+  return {op, make_codec(codec), nullptr, segment_bytes,
           Timeout(int64_t(timeout_s * 1000 + 0.5))};
 }
 
@@ -70,7 +70,7 @@ void bind_comm(py::module_& root) {
                    s.bytes_uncompressed, ", seconds=", s.seconds, ")");
       });
 
-  m.def("loopback_allreduce", [](std::vector<py::array> arrays, const std::string& op,
+  m.def("loopback_allreduce", [](std::vector<py::array> arrays, ReduceOp op,
                                  const std::string& codec, size_t segment_bytes, double timeout_s,
                                  const std::vector<Residual*>& residuals,
                                  const std::vector<int>& absent) {

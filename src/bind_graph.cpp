@@ -16,8 +16,9 @@ namespace nexus::python {
 using graph::Graph;
 using graph::OpKind;
 
-static graph::Attrs attrs(ops::UnaryOp u, ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats) {
-  return graph::Attrs{u, b, std::move(ints), std::move(floats), 0, false};
+static graph::Attrs attrs(ops::UnaryOp u, ops::BinaryOp b, std::vector<int64_t> ints,
+                          std::vector<double> floats, ReduceOp reduce) {
+  return graph::Attrs{u, b, std::move(ints), std::move(floats), reduce, false};
 }
 
 // A GradReducer written in Python (tests, experiments): each call takes the GIL back.
@@ -45,16 +46,17 @@ void bind_graph(py::module_& m) {
       .def("add_param", &Graph::add_param, py::arg("name"), py::arg("shape"), py::arg("dtype") = DType::Float32)
       .def("add_buffer", &Graph::add_buffer, py::arg("name"), py::arg("shape"), py::arg("dtype") = DType::Float32)
       .def("add_node", [](Graph& g, OpKind k, std::vector<int> in, const std::string& name, ops::UnaryOp u,
-                          ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats) {
-        return g.add_node(k, std::move(in), attrs(u, b, std::move(ints), std::move(floats)), name, {});
+                          ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats,
+                          ReduceOp reduce) {
+        graph::Attrs a = attrs(u, b, std::move(ints), std::move(floats), reduce);
+        return g.add_node(k, std::move(in), std::move(a), name, {});
       }, py::arg("kind"), py::arg("inputs"), py::arg("name"), py::arg("unary") = ops::UnaryOp::Neg,
          py::arg("binary") = ops::BinaryOp::Add, py::arg("ints") = std::vector<int64_t>{},
-         py::arg("floats") = std::vector<double>{})
+         py::arg("floats") = std::vector<double>{}, py::arg("reduce") = ReduceOp::None)
       .def("add_traced", [](Graph& g, OpKind k, std::vector<int> in, const std::string& name, ops::UnaryOp u,
                             ops::BinaryOp b, std::vector<int64_t> ints, std::vector<double> floats,
-                            int reduce, bool keepdims, Shape shape, DType dtype, uint32_t absent) {
-        graph::Attrs a = attrs(u, b, std::move(ints), std::move(floats));
-        a.reduce = uint8_t(reduce);
+                            ReduceOp reduce, bool keepdims, Shape shape, DType dtype, uint32_t absent) {
+        graph::Attrs a = attrs(u, b, std::move(ints), std::move(floats), reduce);
         a.keepdims = keepdims;
         a.absent = absent;
         return g.add_node(k, std::move(in), std::move(a), name, std::move(shape), dtype);

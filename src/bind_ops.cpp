@@ -67,9 +67,12 @@ void bind_ops(py::module_& m) {
   m.def("log_softmax", &ops::log_softmax, nogil);
   // nn
   m.def("matmul", &ops::matmul, nogil);
-  m.def("cross_entropy", [](const Tensor& x, const Tensor& y, int r) {
-    return ops::cross_entropy(x, y, ops::Reduction(r));
-  }, nogil);
+  m.def("cross_entropy", &ops::cross_entropy, nogil);
+  // The ops each front end takes, for the checks in python/nexus (functional, distributed).
+  m.attr("LOSS_REDUCTIONS") = py::tuple(py::cast(std::vector(std::begin(ops::kLossReductions),
+                                                             std::end(ops::kLossReductions))));
+  m.attr("REDUCTIONS") = py::tuple(py::cast(std::vector(std::begin(kReductions),
+                                                        std::end(kReductions))));
   m.def("conv2d", [](const Tensor& x, const Tensor& w, const OptTensor& b, int64_t sh, int64_t sw,
                      int64_t ph, int64_t pw) { return ops::conv2d(x, w, opt(b), sh, sw, ph, pw); }, nogil);
   m.def("max_pool2d", &ops::max_pool2d, nogil);

@@ -3,7 +3,29 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
+#include "base/reduce_op.h"
 #include "tensor/tensor.h"
+
+// A ReduceOp crosses to and from Python as its name ("none", "sum", "mean", "max", "min": the
+// strings of torch's reduction= and all_reduce op=), through the core's name table. This is the
+// only conversion: an unknown name is a ValueError listing the names, and the function called
+// then checks the ops it takes (cross_entropy: none, mean, sum).
+namespace pybind11::detail {
+template <>
+struct type_caster<nexus::ReduceOp> {
+  PYBIND11_TYPE_CASTER(nexus::ReduceOp, const_name("str"));
+  bool load(handle src, bool) {
+    if (!isinstance<str>(src)) return false;
+    value = nexus::parse_reduce_op(src.cast<std::string>(), "reduction", nexus::kAllReduceOps);
+    return true;
+  }
+  static handle cast(nexus::ReduceOp op, return_value_policy, handle) {
+    return str(std::string(nexus::reduce_op_name(op))).release();
+  }
+};
+}  // namespace pybind11::detail
 
 namespace nexus::python {
 

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "base/error.h"
+#include "bindings.h"
 #include "comm/data_parallel.h"
 #include "comm/mpi/mpi_transport.h"
 #include "tensor/tensor.h"
@@ -15,10 +16,10 @@ using namespace nexus::comm;
 
 namespace {
 
-AllReduceOptions options(const std::string& op, const std::string& codec, Residual* residual,
+AllReduceOptions options(ReduceOp op, const std::string& codec, Residual* residual,
                          size_t segment_bytes, double timeout_s) {
   NX_CHECK(timeout_s > 0, "all_reduce: timeout_s must be > 0, got ", timeout_s);
-  return {parse_reduce_op(op), make_codec(codec), residual, segment_bytes,
+  return {op, make_codec(codec), residual, segment_bytes,
           Timeout(int64_t(timeout_s * 1000 + 0.5))};
 }
 
@@ -36,7 +37,7 @@ PYBIND11_MODULE(_C_mpi, m) {
       .def_property_readonly("rank", &MpiTransport::rank)
       .def_property_readonly("size", &MpiTransport::size);
 
-  m.def("all_reduce", [](MpiTransport& t, const Tensor& x, const std::string& op,
+  m.def("all_reduce", [](MpiTransport& t, const Tensor& x, ReduceOp op,
                          const std::string& codec, Residual* residual, size_t segment_bytes,
                          double timeout_s) {
     NX_CHECK(x.defined() && (x.numel() == 0 || x.is_contiguous()),
@@ -56,7 +57,7 @@ PYBIND11_MODULE(_C_mpi, m) {
                        size_t bucket_bytes, const std::string& codec,
                        const std::string& leader_codec, bool overlap, MpiTransport* group,
                        MpiTransport* leaders, size_t segment_bytes, double timeout_s) {
-        const AllReduceOptions o = options("sum", codec, nullptr, segment_bytes, timeout_s);
+        const AllReduceOptions o = options(ReduceOp::Sum, codec, nullptr, segment_bytes, timeout_s);
         DataParallelOptions opts{bucket_bytes, o.codec, make_codec(leader_codec), overlap,
                                  segment_bytes, o.timeout};
         return std::make_shared<DataParallelReducer>(world, params, std::move(opts), group,

@@ -8,19 +8,14 @@
 
 namespace nexus::codegen {
 
-const char* reduce_name(ReduceKind r) {
-  static const char* names[] = {"none", "sum", "mean", "max", "min"};
-  return names[int(r)];
-}
-
 const char* access_name(Access a) {
   static const char* names[] = {"contig", "bcast", "strided"};
   return names[int(a)];
 }
 
-DType reduce_result_dtype(ReduceKind r, DType in) {
-  if (r == ReduceKind::Sum && !is_floating(in)) return DType::Int64;
-  if (r == ReduceKind::Mean && !is_floating(in)) return DType::Float32;
+DType reduce_result_dtype(ReduceOp r, DType in) {
+  if (r == ReduceOp::Sum && !is_floating(in)) return DType::Int64;
+  if (r == ReduceOp::Mean && !is_floating(in)) return DType::Float32;
   return in;
 }
 
@@ -74,8 +69,8 @@ void FusedKernel::verify() const {
   }
   if (has_reduce()) {
     DType t = reg(instrs.size(), reduce.reg, "reduced");
-    NX_ASSERT(outputs.empty() || graph::reduction_with_side_outputs(uint8_t(int(reduce.kind) - 1), t, reduce.axes, ndim),
-              "elementwise outputs beside a ", reduce_name(reduce.kind), " need a floating sum or mean over leading axes");
+    NX_ASSERT(outputs.empty() || graph::reduction_with_side_outputs(reduce.kind, t, reduce.axes, ndim),
+              "elementwise outputs beside a ", reduce_op_name(reduce.kind), " need a floating sum or mean over leading axes");
     for (int r : outputs) reg(instrs.size(), r, "output");
     NX_ASSERT(is_compute(t) && t != DType::Bool, "reduction of a ", dtype_name(t), " register");
     for (size_t k = 0; k < reduce.axes.size(); ++k)
@@ -97,7 +92,7 @@ std::string FusedKernel::structure() const {
   os << "out";
   for (int r : outputs) os << " r" << r;
   if (has_reduce()) {
-    os << " " << reduce_name(reduce.kind) << "(r" << reduce.reg << ", axes";
+    os << " " << reduce_op_name(reduce.kind) << "(r" << reduce.reg << ", axes";
     for (int64_t a : reduce.axes) os << " " << a;
     os << (reduce.keepdims ? ", keepdims" : "") << ") -> " << dtype_name(reduce.dtype);
   }
@@ -133,7 +128,7 @@ std::string FusedKernel::name() const {
     else continue;
     ++shown;
   }
-  if (has_reduce()) n += std::string("_") + reduce_name(reduce.kind);
+  if (has_reduce()) n += "_" + std::string(reduce_op_name(reduce.kind));
   return n + "_" + hash_hex(structure()).substr(0, 8);
 }
 

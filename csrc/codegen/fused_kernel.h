@@ -17,16 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "base/reduce_op.h"
 #include "ops/op_kind.h"
 #include "tensor/dtype.h"
 
 namespace nexus::codegen {
 
 enum class InstrOp : uint8_t { Load, Const, Unary, Binary, Where, Cast };
-enum class ReduceKind : uint8_t { None, Sum, Mean, Max, Min };
 enum class Access : uint8_t { Contig, Bcast, Strided };  // an input's innermost-dimension walk
 
-const char* reduce_name(ReduceKind r);
 const char* access_name(Access a);
 
 struct Instr {
@@ -38,7 +37,7 @@ struct Instr {
 };
 
 struct Reduction {
-  ReduceKind kind = ReduceKind::None;
+  ReduceOp kind = ReduceOp::None;  // None: no reduction; else one of kReductions
   std::vector<int64_t> axes;  // of the iteration shape, sorted, non-negative; empty = all
   bool keepdims = false;
   int reg = -1;               // the register reduced (a compute dtype)
@@ -54,7 +53,7 @@ struct FusedKernel {
   Reduction reduce;               // kind None: an elementwise kernel
   int ndim = 0;                   // rank of the iteration shape (reductions: axes refer to it)
 
-  bool has_reduce() const { return reduce.kind != ReduceKind::None; }
+  bool has_reduce() const { return reduce.kind != ReduceOp::None; }
   DType output_dtype(size_t k) const;
   bool has_side_outputs() const { return has_reduce() && !outputs.empty(); }
   size_t num_outputs() const { return outputs.size() + (has_reduce() ? 1 : 0); }
@@ -71,6 +70,6 @@ struct FusedKernel {
 };
 
 // The dtype a reduction produces from a register of dtype `in` (as ops::reduce / ops::mean).
-DType reduce_result_dtype(ReduceKind r, DType in);
+DType reduce_result_dtype(ReduceOp r, DType in);
 
 }  // namespace nexus::codegen

@@ -245,8 +245,8 @@ void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char
   NX_ASSERT(n > 0, "empty reduction range");
   Regs& R = regs_for(k);
   const DType t = k.instrs[size_t(k.reduce.reg)].dtype;
-  const bool sum = k.reduce.kind == ReduceKind::Sum || k.reduce.kind == ReduceKind::Mean;
-  const bool is_max = k.reduce.kind == ReduceKind::Max;
+  const bool sum = k.reduce.kind == ReduceOp::Sum || k.reduce.kind == ReduceOp::Mean;
+  const bool is_max = k.reduce.kind == ReduceOp::Max;
   with_reg_type(t, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {

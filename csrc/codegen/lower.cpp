@@ -82,13 +82,14 @@ class Lowering {
         break;
       case OpKind::Reduce: {
         Reduction& red = out_.kernel.reduce;
-        red.kind = ReduceKind(n.attrs.reduce + 1);
+        red.kind = n.attrs.reduce;
+        NX_ASSERT(red.kind != ReduceOp::None, "a Reduce node without an op");
         red.axes = n.attrs.ints;
         red.keepdims = n.attrs.keepdims;
         int x = in(0);
         DType t = dt(x);
-        if (red.kind == ReduceKind::Mean && !is_floating(t)) x = cast(x, t = DType::Float32);
-        const DType c = red.kind == ReduceKind::Sum && !is_floating(t) ? DType::Int64 : compute_dtype(t);
+        if (red.kind == ReduceOp::Mean && !is_floating(t)) x = cast(x, t = DType::Float32);
+        const DType c = red.kind == ReduceOp::Sum && !is_floating(t) ? DType::Int64 : compute_dtype(t);
         red.reg = cast(x, c);
         red.dtype = reduce_result_dtype(red.kind, t);
         NX_ASSERT(red.dtype == want, "reduce lowering gives ", dtype_name(red.dtype), ", the graph says ",

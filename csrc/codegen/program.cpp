@@ -102,7 +102,7 @@ void store_reduced(const Tensor& out, int64_t idx, const Reduction& red, DType r
     float f = float(x);
     return d == DType::Float16 ? kern::round_f16(f) : d == DType::BFloat16 ? kern::round_bf16(f) : f;
   };
-  if (red.kind == ReduceKind::Mean) {
+  if (red.kind == ReduceOp::Mean) {
     const double inv = count ? 1.0 / double(count) : std::nan("");
     if (d == DType::Float64) v = v * inv;
     else v = round_to(round_to(v) * round_to(inv));
@@ -269,7 +269,7 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::v
   if (O == 0) return outputs;
   const DType reg = k.instrs[size_t(red.reg)].dtype;
   if (count == 0) {
-    NX_CHECK(red.kind == ReduceKind::Sum || red.kind == ReduceKind::Mean, name_, ": ", reduce_name(red.kind),
+    NX_CHECK(red.kind == ReduceOp::Sum || red.kind == ReduceOp::Mean, name_, ": ", reduce_op_name(red.kind),
              " over a zero-size axis has no identity; reduce over non-empty axes");
     for (int64_t o = 0; o < O; ++o) store_reduced(out, o, red, reg, is_floating(reg) ? Acc{0.0} : Acc{.i = 0}, 0);
     return outputs;
@@ -304,15 +304,15 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::v
       else interp_reduce(k, access, p.data(), inner.data(), len, consts.data(), &partial[size_t(item)]);
     }
   });
-  const bool sum = red.kind == ReduceKind::Sum || red.kind == ReduceKind::Mean;
+  const bool sum = red.kind == ReduceOp::Sum || red.kind == ReduceOp::Mean;
   const bool fl = is_floating(reg);
   for (int64_t o = 0; o < O; ++o) {
     const Acc* part = &partial[size_t(o * per_out)];
     Acc a = part[0];
     for (int64_t j = 1; j < per_out; ++j) {
       if (sum) fl ? (void)(a.f += part[j].f) : (void)(a.i += part[j].i);
-      else if (fl) a.f = red.kind == ReduceKind::Max ? kern::pick_max(a.f, part[j].f) : kern::pick_min(a.f, part[j].f);
-      else a.i = red.kind == ReduceKind::Max ? std::max(a.i, part[j].i) : std::min(a.i, part[j].i);
+      else if (fl) a.f = red.kind == ReduceOp::Max ? kern::pick_max(a.f, part[j].f) : kern::pick_min(a.f, part[j].f);
+      else a.i = red.kind == ReduceOp::Max ? std::max(a.i, part[j].i) : std::min(a.i, part[j].i);
     }
     store_reduced(out, o, red, reg, a, count);
   }

@@ -303,17 +303,17 @@ Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d
   os << "  auto value = [&](int64_t j) -> " << rt << " {\n";
   emit_body(os, k, access, d, "j", "    ");
   os << "    return " << r(k.reduce.reg) << ";\n  };\n";
-  const bool sum = k.reduce.kind == ReduceKind::Sum || k.reduce.kind == ReduceKind::Mean;
+  const bool sum = k.reduce.kind == ReduceOp::Sum || k.reduce.kind == ReduceOp::Mean;
   if (d == Dialect::Cuda) {
     // One partial per thread over a grid-stride loop, combined with atomics into acc.
     os << "  " << acc_t << " part = " << (sum ? "0" : "value(0)") << ";\n  " << dr.loop << " part = "
        << (sum ? "part + (" + std::string(acc_t) + ")value(i)"
-               : std::string(k.reduce.kind == ReduceKind::Max ? "pick_max" : "pick_min") + "(part, (" + acc_t + ")value(i))")
+               : std::string(k.reduce.kind == ReduceOp::Max ? "pick_max" : "pick_min") + "(part, (" + acc_t + ")value(i))")
        << ";\n";
     if (sum) os << "  atomicAdd((" << (fl ? "double" : "unsigned long long") << "*)acc, (" << (fl ? "double" : "unsigned long long") << ")part);\n";
     else os << "  { unsigned long long* a = (unsigned long long*)acc; unsigned long long old = *a, seen;\n"
             << "    do { seen = old; " << acc_t << " cur = *(" << acc_t << "*)&seen; " << acc_t << " nv = "
-            << (k.reduce.kind == ReduceKind::Max ? "pick_max" : "pick_min") << "(cur, part);\n"
+            << (k.reduce.kind == ReduceOp::Max ? "pick_max" : "pick_min") << "(cur, part);\n"
             << "      old = atomicCAS(a, seen, *(unsigned long long*)&nv); } while (old != seen); }\n";
     os << "}\n";
     return {name, os.str()};
@@ -328,7 +328,7 @@ Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d
     os << "  int64_t total = 0;\n  for (int64_t i = 0; i < n; ++i) total += cvt<int64_t>(value(i));\n"
        << "  *(int64_t*)acc = total;\n}\n";
   } else {
-    const char* pick = k.reduce.kind == ReduceKind::Max ? "pick_max" : "pick_min";
+    const char* pick = k.reduce.kind == ReduceOp::Max ? "pick_max" : "pick_min";
     os << "  " << rt << " lanes[kLanes];\n  const " << rt << " first = value(0);\n"
        << "  for (int64_t j = 0; j < kLanes; ++j) lanes[j] = first;\n  int64_t i = 0;\n"
        << "  for (; i + kLanes <= n; i += kLanes)\n"

@@ -16,18 +16,7 @@ Timeout default_timeout() {
   return std::chrono::duration_cast<Timeout>(std::chrono::duration<double>(knob_seconds("NEXUS_COMM_TIMEOUT")));
 }
 
-ReduceOp parse_reduce_op(std::string_view op) {
-  if (op == "sum") return ReduceOp::Sum;
-  if (op == "mean") return ReduceOp::Mean;
-  if (op == "max") return ReduceOp::Max;
-  if (op == "min") return ReduceOp::Min;
-  throw ValueError(str("all_reduce: unknown op \"", op,
-                       "\"; valid ops: \"sum\", \"mean\", \"max\", \"min\""));
-}
-
 namespace {
-
-bool is_extremum(ReduceOp op) { return op == ReduceOp::Max || op == ReduceOp::Min; }
 
 // acc[i] = max(acc[i], in[i]) (or min); a NaN on either side wins, as numpy.maximum.
 template <class T>
@@ -353,9 +342,10 @@ AllReduceStats sparse_allreduce(Transport& t, float* data, size_t n, const AllRe
 }  // namespace
 
 AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllReduceOptions& o) {
+  check_reduce_op(o.op, "all_reduce: op", kReductions);
   const auto codec = o.codec ? o.codec : make_none_codec();
-  NX_CHECK(!is_extremum(o.op) || codec->lossless(), "all_reduce: op \"",
-           o.op == ReduceOp::Max ? "max" : "min", "\" takes codec \"none\", got \"", codec->spec(),
+  NX_CHECK(!is_extremum(o.op) || codec->lossless(), "all_reduce: op \"", reduce_op_name(o.op),
+           "\" takes codec \"none\", got \"", codec->spec(),
            "\": a lossy codec would change which value wins");
   NX_CHECK(!o.residual || o.residual->size() == n, "all_reduce: the Residual has ",
            o.residual ? o.residual->size() : 0, " elements but the buffer has ", n,
@@ -367,6 +357,7 @@ AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllRedu
 }
 
 AllReduceStats ring_allreduce(Transport& t, double* data, size_t n, const AllReduceOptions& o) {
+  check_reduce_op(o.op, "all_reduce: op", kReductions);
   NX_CHECK(!o.codec || o.codec->lossless(), "all_reduce: codec \"", o.codec->spec(),
            "\" compresses float32 buffers; a float64 buffer takes codec \"none\"");
   Wire<double> wire{o.op};

@@ -32,8 +32,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string_view>
 
+#include "base/reduce_op.h"
 #include "comm/codec.h"
 #include "comm/error_feedback.h"
 #include "comm/transport.h"
@@ -49,12 +49,10 @@ Timeout default_timeout();
 inline constexpr int kTagReduceScatter = 0x4e01;
 inline constexpr int kTagAllGather = 0x4e02;
 
-// Max and Min are elementwise over the ranks (a NaN on any rank wins, as numpy.maximum); they
-// take a lossless codec only (a lossy one would change which value wins).
-enum class ReduceOp { Sum, Mean, Max, Min };
-ReduceOp parse_reduce_op(std::string_view op);  // "sum" | "mean" | "max" | "min", else ValueError
-
 struct AllReduceOptions {
+  // One of kReductions (else a ValueError). Max and Min are elementwise over the ranks (a NaN on
+  // any rank wins, as numpy.maximum); they take a lossless codec only (a lossy one would change
+  // which value wins).
   ReduceOp op = ReduceOp::Sum;
   std::shared_ptr<const Codec> codec;  // null: "none"
   Residual* residual = nullptr;        // error feedback for lossy codecs (size n), optional

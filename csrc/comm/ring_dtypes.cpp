@@ -18,7 +18,7 @@ AllReduceStats ring_allreduce(Transport& t, void* data, DType dtype, size_t n,
   for (size_t i = 0; i < n; ++i) wide[i] = f16 ? fp16_to_float(h[i]) : bf16_to_float(h[i]);
   AllReduceOptions o = opts;
   // Sums travel in the buffer's own 16-bit format; max/min keep exact values and take "none".
-  if ((!o.codec || o.codec->lossless()) && (o.op == ReduceOp::Sum || o.op == ReduceOp::Mean)) {
+  if ((!o.codec || o.codec->lossless()) && !is_extremum(o.op)) {
     o.codec = f16 ? make_fp16_codec() : make_bf16_codec();
     o.residual = nullptr;  // the 16-bit wire is the buffer's own format: nothing to feed back
   }

@@ -58,14 +58,10 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
     case OpKind::LayerNorm: return ops::layer_norm(in[0], Shape(I.begin(), I.end()), opt(in, 1), opt(in, 2), F[0]);
     case OpKind::Softmax: return ops::softmax(in[0], I[0]);
     case OpKind::LogSoftmax: return ops::log_softmax(in[0], I[0]);
-    case OpKind::CrossEntropy: return ops::cross_entropy(in[0], in[1], ops::Reduction(I[0]));
+    case OpKind::CrossEntropy: return ops::cross_entropy(in[0], in[1], n.attrs.reduce);
     case OpKind::Concat: return ops::concat(in, I[0]);
     case OpKind::Where: return ops::where(in[0], in[1], in[2]);
-    case OpKind::Reduce: {
-      using R = Tensor (*)(const Tensor&, const ops::Axes&, bool);
-      static constexpr R reduce[] = {ops::sum, ops::mean, ops::amax, ops::amin};
-      return reduce[n.attrs.reduce](in[0], I, n.attrs.keepdims);
-    }
+    case OpKind::Reduce: return ops::reduce(n.attrs.reduce, in[0], I, n.attrs.keepdims);
     case OpKind::Permute: return ops::permute(in[0], I);
     case OpKind::Expand: return ops::expand(in[0], Shape(I.begin(), I.end()));
     case OpKind::Slice: return ops::slice(in[0], I[0], I[1], I[2], I[3]);

@@ -93,8 +93,7 @@ std::string Graph::dump() const {
     if (n.kind == OpKind::Binary) os << "." << ops::op_name(n.attrs.binary);
     if (n.kind == OpKind::Grad) os << "[" << n.ref << "]";
     if (n.kind == OpKind::Reduce) {
-      static const char* reduce_names[] = {"sum", "mean", "max", "min"};
-      os << "." << reduce_names[n.attrs.reduce] << "[";
+      os << "." << reduce_op_name(n.attrs.reduce) << "[";
       for (size_t k = 0; k < n.attrs.ints.size(); ++k) os << (k ? "," : "") << n.attrs.ints[k];
       os << "]" << (n.attrs.keepdims ? "k" : "");
     }

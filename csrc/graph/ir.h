@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/reduce_op.h"
 #include "ops/op_kind.h"
 #include "tensor/tensor.h"
 
@@ -55,7 +56,8 @@ struct Attrs {
   ops::BinaryOp binary = ops::BinaryOp::Add;
   std::vector<int64_t> ints;  // strides, paddings, kernel sizes, axes, shapes
   std::vector<double> floats;  // p, eps, momentum
-  uint8_t reduce = 0;          // Reduce: 0 sum, 1 mean, 2 max, 3 min
+  ReduceOp reduce = ReduceOp::None;  // Reduce: one of kReductions; CrossEntropy: one of
+                                     // ops::kLossReductions
   bool keepdims = false;       // Reduce, Var, LogSumExp
   uint32_t absent = 0;         // optional inputs left out: bit k set = input k is none
 };

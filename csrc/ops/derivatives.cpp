@@ -188,17 +188,17 @@ BackwardFn max_pool2d(const Tensor& argmax, const Pool2dGeometry& g) {
   };
 }
 
-BackwardFn cross_entropy(const Tensor& x, const Tensor& labels, const Tensor& stats, Reduction reduction,
+BackwardFn cross_entropy(const Tensor& x, const Tensor& labels, const Tensor& stats, ReduceOp reduction,
                          DType logits_dtype) {
   return [x, labels, stats, reduction, logits_dtype](const Tensor& gy, const Needs&) -> Grads {
     int64_t n = x.shape()[0], c = x.shape()[1];
     Tensor g = contiguous(cast(gy, x.dtype()));
-    if (reduction == Reduction::Mean) g = mul_scalar(g, 1.0 / double(std::max<int64_t>(n, 1)));
+    if (reduction == ReduceOp::Mean) g = mul_scalar(g, 1.0 / double(std::max<int64_t>(n, 1)));
     Tensor dx = Tensor::empty(x.shape(), x.dtype());
     dispatch_float(x.dtype(), "cross_entropy backward", [&](auto t) {
       using T = decltype(t);
       cpu::xent_backward<T>(x.data<T>(), labels.data<int64_t>(), stats.data<T>(), stats.data<T>() + n, g.data<T>(),
-                            reduction == Reduction::None ? 1 : 0, n, c, dx.data<T>());
+                            reduction == ReduceOp::None ? 1 : 0, n, c, dx.data<T>());
     });
     return {cast(dx, logits_dtype)};
   };

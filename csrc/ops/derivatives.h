@@ -36,7 +36,7 @@ BackwardFn max_pool2d(const Tensor& argmax, const Pool2dGeometry& g);
 BackwardFn avg_pool2d(const Pool2dGeometry& g);
 // x: the logits in their compute dtype, contiguous; stats: (2, rows), each row's shift and
 // log-sum of the shifted exponentials (cpu::xent_forward).
-BackwardFn cross_entropy(const Tensor& x, const Tensor& labels, const Tensor& stats, Reduction reduction,
+BackwardFn cross_entropy(const Tensor& x, const Tensor& labels, const Tensor& stats, ReduceOp reduction,
                          DType logits_dtype);
 
 // Reduces a gradient computed at a broadcast shape back to `like`'s shape and dtype.

@@ -8,7 +8,8 @@
 
 namespace nexus::ops {
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduction) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduction) {
+  check_reduce_op(reduction, "cross_entropy: reduction", kLossReductions);
   NX_CHECK(logits.ndim() == 2, "cross_entropy: logits must be (N, C), got shape ", shape_str(logits.shape()));
   NX_CHECK_TYPE(labels.dtype() == DType::Int64 || labels.dtype() == DType::Int32,
                 "cross_entropy: labels must be integer class indices, got ", dtype_name(labels.dtype()));
@@ -35,11 +36,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduc
   Tensor out;
   {
     autograd::NoGradGuard no_grad;
-    switch (reduction) {
-      case Reduction::None: out = nll; break;
-      case Reduction::Sum: out = sum(nll, {}, false); break;
-      case Reduction::Mean: out = mean(nll, {}, false); break;
-    }
+    out = reduction == ReduceOp::None ? nll : reduce(reduction, nll, {}, false);
     out = cast(out, logits.dtype());
   }
   return autograd::record("cross_entropy", out, {logits}, grad::cross_entropy(x, lab, stats, reduction, logits.dtype()));

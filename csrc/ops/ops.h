@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/reduce_op.h"
 #include "ops/op_kind.h"
 #include "tensor/tensor.h"
 
@@ -58,7 +59,7 @@ Tensor mul_scalar(const Tensor& a, double s);
 Tensor add_scalar(const Tensor& a, double s);
 
 // ---- reductions ----
-enum class ReduceOp : uint8_t { Sum, Max, Min };
+// op: one of kReductions (the same as sum, mean, amax, amin).
 Tensor reduce(ReduceOp op, const Tensor& x, const Axes& axes, bool keepdims);
 Tensor sum(const Tensor& x, const Axes& axes, bool keepdims);
 Tensor mean(const Tensor& x, const Axes& axes, bool keepdims);
@@ -72,8 +73,9 @@ Tensor log_softmax(const Tensor& x, int64_t axis);
 
 // ---- linear algebra and nn ----
 Tensor matmul(const Tensor& a, const Tensor& b);
-enum class Reduction : uint8_t { None, Mean, Sum };
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels, Reduction reduction);
+// The reductions a loss takes, as torch's reduction='none' | 'mean' | 'sum'.
+inline constexpr ReduceOp kLossReductions[] = {ReduceOp::None, ReduceOp::Mean, ReduceOp::Sum};
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduction);
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h,
               int64_t stride_w, int64_t pad_h, int64_t pad_w);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);

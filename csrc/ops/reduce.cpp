@@ -33,14 +33,12 @@ Shape reduced_shape(const Shape& shape, const Axes& axes, bool keepdims) {
   return out;
 }
 
-static const char* reduce_name(ReduceOp op) {
-  return op == ReduceOp::Sum ? "sum" : op == ReduceOp::Max ? "max" : "min";
-}
-
 Tensor reduce(ReduceOp op, const Tensor& x, const Axes& axes_in, bool keepdims) {
-  const char* name = reduce_name(op);
+  check_reduce_op(op, "reduce: op", kReductions);
+  if (op == ReduceOp::Mean) return mean(x, axes_in, keepdims);
+  const char* name = reduce_op_name(op).data();  // the names are string literals
   Axes axes = normalize_axes(axes_in, x.ndim(), name);
-  if (op != ReduceOp::Sum)
+  if (is_extremum(op))
     for (int64_t a : axes)
       NX_CHECK(x.shape()[a] > 0, name, ": zero-size axis ", a, " of shape ", shape_str(x.shape()),
                " has no identity; reduce over non-empty axes");

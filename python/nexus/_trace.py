@@ -146,7 +146,7 @@ class _Node:
     __slots__ = ("kind", "inputs", "unary", "binary", "ints", "floats", "reduce", "keepdims", "absent")
 
     def __init__(self, kind, inputs=(), ints=(), floats=(), unary=_C.UnaryOp.neg, binary=_C.BinaryOp.add,
-                 reduce=0, keepdims=False, optional=()):
+                 reduce="none", keepdims=False, optional=()):
         self.kind, self.unary, self.binary, self.reduce, self.keepdims = kind, unary, binary, reduce, keepdims
         self.ints, self.floats = [int(i) for i in ints], [float(f) for f in floats]
         present = list(inputs) + list(optional)
@@ -154,7 +154,7 @@ class _Node:
         self.absent = sum(1 << k for k, t in enumerate(present) if t is None)
 
 
-_REDUCE = {"sum": 0, "mean": 1, "amax": 2, "amin": 3}
+_REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min"}  # _C function -> ReduceOp
 
 
 def _axes(x: Tensor, axes) -> list[int]:
@@ -209,7 +209,7 @@ def _lower(name: str, a: tuple, out: Tensor) -> _Node:
     if name in ("softmax", "log_softmax"):
         return _Node(_K.softmax if name == "softmax" else _K.log_softmax, [a[0]], ints=[a[1]])
     if name == "cross_entropy":
-        return _Node(_K.cross_entropy, a[:2], ints=[a[2]])
+        return _Node(_K.cross_entropy, a[:2], reduce=a[2])
     if name in ("max_pool2d", "avg_pool2d"):
         return _Node(_K.max_pool2d if name == "max_pool2d" else _K.avg_pool2d, [a[0]], ints=a[1:5])
     if name == "dropout":

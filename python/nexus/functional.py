@@ -349,9 +349,6 @@ def matmul(a, b) -> Tensor:
     return _C.matmul(a, b)
 
 
-_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
-
-
 def cross_entropy(logits, labels, reduction: str = "mean") -> Tensor:
     """Softmax cross-entropy over the class axis 1, as ``torch.nn.functional.cross_entropy``.
 
@@ -366,8 +363,9 @@ def cross_entropy(logits, labels, reduction: str = "mean") -> Tensor:
         >>> nx.cross_entropy(nx.zeros(2, 10), [3, 7]).item()   # log 10
         2.3025851249694824
     """
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"cross_entropy: reduction must be one of {list(_REDUCTIONS)}, got {reduction!r}")
+    if reduction not in _C.LOSS_REDUCTIONS:
+        raise ValueError(f"cross_entropy: reduction {reduction!r} is not one of "
+                         f"{', '.join(map(repr, _C.LOSS_REDUCTIONS))}")
     x, y = _as_tensor(logits), _as_tensor(labels)
     if x.ndim == 1:  # one sample
         out = cross_entropy(_C.unsqueeze(x, 0), _C.unsqueeze(y, 0), reduction)
@@ -386,10 +384,10 @@ def cross_entropy(logits, labels, reduction: str = "mean") -> Tensor:
                          f"{x.shape}; expected class indices of shape {want} (or probabilities "
                          f"of shape {x.shape})")
     if x.ndim == 2:
-        return _C.cross_entropy(x, y, _REDUCTIONS[reduction])
+        return _C.cross_entropy(x, y, reduction)
     m = int(np.prod(want))  # (N, C, d...) -> (N * d..., C): classes last, one row per position
     rows = _C.reshape(_C.permute(x, [0, *range(2, x.ndim), 1]), [m, x.shape[1]])
-    out = _C.cross_entropy(rows, _C.reshape(y, [m]), _REDUCTIONS[reduction])
+    out = _C.cross_entropy(rows, _C.reshape(y, [m]), reduction)
     return _C.reshape(out, list(want)) if reduction == "none" else out
 
 

@@ -339,7 +339,7 @@ class GraphBuilder:
         labels = graph.add_input("labels", [_C.kBatch], _C.DType.int64)
         logits = g._softmax_logits.get(out, out)
         graph.output = out
-        graph.loss = graph.add_node(_K.cross_entropy, [logits, labels], "loss", ints=[1])
+        graph.loss = graph.add_node(_K.cross_entropy, [logits, labels], "loss", reduce="mean")
         g._infer_shapes()  # the labels and the loss; the layers are inferred already
         return TrainingGraph(g, graph, out, list(g._params), list(g._buffers))
 

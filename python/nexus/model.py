@@ -276,11 +276,6 @@ class Model:
                 "groups": groups}
 
     @property
-    def optimizer_steps(self) -> int:
-        """Optimizer steps taken so far (what learning-rate schedules are evaluated at)."""
-        return int(self.optimizer.native_state().step)
-
-    @property
     def params(self) -> dict:
         return dict(zip(self.param_names, self._native.params))
 

@@ -31,7 +31,7 @@ class GraphSide:
         return self.g.add_node(K.binary, [x, y], "chain", binary=getattr(B, op))
 
     def const(self, v):
-        return self.g.add_traced(K.const, [], "chain", U.neg, B.add, [], [v], 0, False, [],
+        return self.g.add_traced(K.const, [], "chain", U.neg, B.add, [], [v], "none", False, [],
                                  getattr(_C.DType, self.dtype))
 
 
@@ -103,7 +103,7 @@ def compiled(program, params, dtype, fuse):
     h = chain(side, [x, p[0], p[1], p[2]], program)
     logits = g.add_node(K.matmul, [h, p[3]], "head")
     g.output = logits
-    g.loss = g.add_node(K.cross_entropy, [logits, labels], "loss", ints=[1])
+    g.loss = g.add_node(K.cross_entropy, [logits, labels], "loss", reduce="mean")
     g.infer_shapes()
     return _C.CompiledModel(g, [nx.tensor(v) for v in params.values()], [], fuse)
 

@@ -233,7 +233,7 @@ def test_train_step_refuses_an_empty_or_mismatched_batch():
         m.train_step(np.zeros((0, 63)), np.zeros(0, np.int64))
     with pytest.raises(ValueError, match="train_step: 3 samples but 2 labels"):
         m.train_step(np.zeros((3, 63)), np.zeros(2, np.int64))
-    assert m.optimizer_steps == 0
+    assert m.optimizer.step_count == 0
 
 
 def test_fit_returns_a_new_history_per_call():

@@ -199,8 +199,11 @@ def test_a_rank_that_raises_stops_the_others_and_its_error_is_reported(rng):
 
 def test_bad_arguments_raise_value_and_type_errors(rng):
     x = [np.zeros(4, np.float32)] * 2
-    with pytest.raises(ValueError, match='unknown op "prod"; valid ops: "sum", "mean", "max", "min"'):
+    with pytest.raises(ValueError, match="'prod' is not one of 'none', 'sum', 'mean', 'max', 'min'"):
         comm.loopback_allreduce([a.copy() for a in x], op="prod")
+    # "none" is a ReduceOp (a loss's), but not one the ring combines ranks with
+    with pytest.raises(ValueError, match="all_reduce: op 'none' is not one of 'sum', 'mean', 'max', 'min'$"):
+        comm.loopback_allreduce([a.copy() for a in x], op="none")
     with pytest.raises(ValueError, match="valid codecs"):
         comm.loopback_allreduce([a.copy() for a in x], codec="zstd")
     with pytest.raises(ValueError, match="a float64 buffer takes codec"):

@@ -65,6 +65,8 @@ def test_broadcast_and_all_gather_of_one_rank():
 
 @pytest.mark.parametrize("call, error, words", [
     (lambda: dist.all_reduce(np.ones(3, np.float32), op="prod"), ValueError, "'max', 'min'"),
+    (lambda: dist.all_reduce(np.ones(3, np.int32), op="none"), ValueError,
+     "op 'none' is not one of 'sum', 'mean', 'max', 'min'$"),
     (lambda: dist.all_reduce(np.ones(3, np.float32), compression="zip"), ValueError, "topk:RATIO"),
     (lambda: dist.all_reduce(np.ones(3, np.float32), compression=3), TypeError, "codec spec"),
     (lambda: dist.all_reduce(np.ones(3), compression="int8"), ValueError, "float64"),

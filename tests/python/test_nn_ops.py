@@ -295,6 +295,21 @@ def test_cross_entropy_of_one_unbatched_sample():
     assert nx.cross_entropy(nx.tensor(logits), 1, reduction="none").shape == ()
 
 
+@pytest.mark.parametrize("reduction", ["max", "avg", None])
+@pytest.mark.parametrize("labels", [np.array([0, 2]), np.eye(3)[[0, 2]]], ids=["indices", "probs"])
+def test_cross_entropy_names_the_valid_reductions(reduction, labels):
+    with pytest.raises(ValueError, match=f"reduction {reduction!r} is not one of 'none', 'mean', 'sum'$"):
+        nx.cross_entropy(nx.zeros(2, 3), nx.tensor(labels), reduction=reduction)
+
+
+def test_the_core_checks_the_reduction_names_too():
+    x, y = nx.zeros(2, 3), nx.tensor([0, 2])
+    with pytest.raises(ValueError, match="cross_entropy: reduction 'max' is not one of 'none', 'mean', 'sum'$"):
+        nx._C.cross_entropy(x, y, "max")
+    with pytest.raises(ValueError, match="reduction 'avg' is not one of 'none', 'sum', 'mean', 'max', 'min'$"):
+        nx._C.cross_entropy(x, y, "avg")
+
+
 @pytest.mark.parametrize("logits,labels,error,match", [
     ((2, 3, 4), np.zeros((2, 3), np.int64), ValueError, r"expected class indices of shape \(2, 4\)"),
     ((2, 3, 4), np.zeros((2, 3, 4), np.int64), TypeError, "must be floating point"),

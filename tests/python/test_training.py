@@ -84,7 +84,7 @@ def test_fit_runs_the_partial_last_batch_and_logs_json_lines(tmp_path, capsys):
     assert [r["epoch"] for r in lines] == [1, 2]
     assert history["loss"] == [r["loss"] for r in lines]
     assert set(history.history) >= {"loss", "val_loss", "val_accuracy", "samples_per_second"}
-    assert model.optimizer_steps == 2 * 3  # 16 + 16 + 5 samples per epoch
+    assert model.optimizer.step_count == 2 * 3  # 16 + 16 + 5 samples per epoch
     assert capsys.readouterr().err == ""  # progress=False: no bar
 
 

@@ -69,7 +69,8 @@ class GraphAlgebra {
   int reduce_to(int grad, int like) {
     const Shape from = shape(grad), to = shape(like);
     const size_t lead = from.size() - to.size();
-    Attrs a;  // a sum (attrs.reduce 0) over the broadcast axes
+    Attrs a;  // a sum over the broadcast axes
+    a.reduce = ReduceOp::Sum;
     bool inner = false;
     for (size_t i = 0; i < from.size(); ++i) {
       bool lead_axis = i < lead, widened = !lead_axis && to[i - lead] == 1 && from[i] != 1;

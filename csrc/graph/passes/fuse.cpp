@@ -47,8 +47,9 @@ int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch) {
   return b;
 }
 
-bool reduction_with_side_outputs(uint8_t reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim) {
-  if (reduce > 1 || !is_floating(dtype) || axes.empty() || int64_t(axes.size()) >= ndim) return false;
+bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim) {
+  const bool adds = reduce == ReduceOp::Sum || reduce == ReduceOp::Mean;
+  if (!adds || !is_floating(dtype) || axes.empty() || int64_t(axes.size()) >= ndim) return false;
   for (size_t k = 0; k < axes.size(); ++k)
     if (axes[k] != int64_t(k)) return false;
   return true;
@@ -103,7 +104,7 @@ FusionPlan partition(const Graph& g, const std::vector<int>& roots_in, int begin
     } else if (n.kind == OpKind::Reduce && !n.inputs.empty()) {
       int gi = group_of_value(n.inputs[0]);
       const Value& in = g.value(n.inputs[0]);
-      const bool bool_extremum = in.dtype == DType::Bool && n.attrs.reduce >= 2;
+      const bool bool_extremum = in.dtype == DType::Bool && is_extremum(n.attrs.reduce);
       if (gi >= 0 && groups[size_t(gi)].open && groups[size_t(gi)].shape == in.shape && !bool_extremum) {
         groups[size_t(gi)].nodes.push_back(i);
         groups[size_t(gi)].reduced = true;

@@ -32,10 +32,10 @@ bool is_fusable_elementwise(OpKind k);
 int64_t fused_bytes(const Graph& g, const FusionGroup& group, int64_t batch);
 int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch);
 
-// Can a reduction (attrs.reduce: 0 sum, 1 mean, 2 max, 3 min) of a `dtype` value over `axes` of
-// a rank-`ndim` shape also store its group's elementwise values: a floating sum or mean over
-// leading axes that keeps at least one dim (a bias gradient). Its kernel then runs row by row.
-bool reduction_with_side_outputs(uint8_t reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim);
+// Can a reduction `reduce` of a `dtype` value over `axes` of a rank-`ndim` shape also store its
+// group's elementwise values: a floating sum or mean over leading axes that keeps at least one
+// dim (a bias gradient). Its kernel then runs row by row.
+bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim);
 
 // Groups the nodes [begin, end) of g: maximal chains of elementwise/broadcast ops of one
 // iteration shape, each optionally closed by a reduction epilogue. `roots` are values needed

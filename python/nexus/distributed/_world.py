@@ -238,9 +238,6 @@ def codec_spec(compression) -> str:
                     f"'topk:0.01', or a nexus Codec; got {type(compression).__name__}")
 
 
-_OPS = ("sum", "mean", "max", "min")
-
-
 def all_reduce(x, op: str = "sum", compression=None, residual=None):
     """Reduces ``x`` (a numpy array or nexus Tensor) across ranks, in place; returns ``x``.
 
@@ -255,9 +252,9 @@ def all_reduce(x, op: str = "sum", compression=None, residual=None):
     op cannot take. Example: ``dist.all_reduce(np.array([rank, -rank]), op="max")`` gives
     ``[n - 1, 0]`` on every rank of n.
     """
-    if op not in _OPS:
-        raise ValueError(f"all_reduce: unknown op {op!r}; valid ops: "
-                         f"{', '.join(repr(o) for o in _OPS)}")
+    if op not in _C.REDUCTIONS:
+        raise ValueError(f"all_reduce: op {op!r} is not one of "
+                         f"{', '.join(map(repr, _C.REDUCTIONS))}")
     spec = codec_spec(compression)
     w = world()
     t = _as_tensor(x, "all_reduce")
