@@ -14,37 +14,6 @@ extern const char kOpsText[];
 
 namespace {
 
-// ---- the op table: one row per op, shared by both dialects --------------------------------
-struct UnaryRow { ops::UnaryOp op; const char* fn; };
-constexpr UnaryRow kUnary[] = {
-    {ops::UnaryOp::Neg, "neg"},         {ops::UnaryOp::Exp, "exp_"},    {ops::UnaryOp::Log, "log_"},
-    {ops::UnaryOp::Sqrt, "sqrt_"},      {ops::UnaryOp::Tanh, "tanh_"},  {ops::UnaryOp::Sigmoid, "sigmoid"},
-    {ops::UnaryOp::Relu, "relu"},       {ops::UnaryOp::Gelu, "gelu"},   {ops::UnaryOp::Sin, "sin_"},
-    {ops::UnaryOp::Cos, "cos_"},        {ops::UnaryOp::Abs, "abs_"},    {ops::UnaryOp::GeluGrad, "gelu_grad"},
-    {ops::UnaryOp::Sign, "sign"},
-};
-struct BinaryRow { ops::BinaryOp op; const char* fn; };
-constexpr BinaryRow kBinary[] = {
-    {ops::BinaryOp::Add, "add"}, {ops::BinaryOp::Sub, "sub"}, {ops::BinaryOp::Mul, "mul"},
-    {ops::BinaryOp::Div, "div"}, {ops::BinaryOp::Pow, "pow_"}, {ops::BinaryOp::Maximum, "maximum"},
-    {ops::BinaryOp::Minimum, "minimum"}, {ops::BinaryOp::Eq, "eq"}, {ops::BinaryOp::Ne, "ne"},
-    {ops::BinaryOp::Lt, "lt"}, {ops::BinaryOp::Le, "le"}, {ops::BinaryOp::Gt, "gt"},
-    {ops::BinaryOp::Ge, "ge"}, {ops::BinaryOp::FloorDiv, "floor_divide"},
-    {ops::BinaryOp::Remainder, "remainder_"}, {ops::BinaryOp::ReluGrad, "relu_grad"},
-    {ops::BinaryOp::TanhGrad, "tanh_grad"}, {ops::BinaryOp::SigmoidGrad, "sigmoid_grad"},
-};
-
-const char* unary_fn(ops::UnaryOp op) {
-  for (const UnaryRow& r : kUnary) if (r.op == op) return r.fn;
-  NX_ASSERT(false, "no renderer row for unary ", ops::op_name(op));
-  return "";
-}
-const char* binary_fn(ops::BinaryOp op) {
-  for (const BinaryRow& r : kBinary) if (r.op == op) return r.fn;
-  NX_ASSERT(false, "no renderer row for binary ", ops::op_name(op));
-  return "";
-}
-
 // The CUDA prelude: the functions kernel_prelude.h defines beside kernel_ops.h (whose text
 // follows these lines, qualified for the device), with the same names. float32 transcendentals
 // use CUDA's math library (results agree with the CPU polynomials within a few ulp, not bit for
@@ -164,8 +133,9 @@ std::string r(int i) { return "r" + std::to_string(i); }
 // The instruction's expression, given its operands' registers (Const/Load handled by callers).
 std::string instr_expr(const FusedKernel& k, const Instr& in) {
   switch (in.op) {
-    case InstrOp::Unary: return std::string(unary_fn(in.unary)) + "(" + r(in.a) + ")";
-    case InstrOp::Binary: return std::string(binary_fn(in.binary)) + "(" + r(in.a) + ", " + r(in.b) + ")";
+    case InstrOp::Unary: return std::string(ops::op_info(in.unary).kern_fn) + "(" + r(in.a) + ")";
+    case InstrOp::Binary:
+      return std::string(ops::op_info(in.binary).kern_fn) + "(" + r(in.a) + ", " + r(in.b) + ")";
     case InstrOp::Where: return "where(" + r(in.a) + ", " + r(in.b) + ", " + r(in.c) + ")";
     case InstrOp::Cast: return cast_expr(k.instrs[size_t(in.a)].dtype, in.dtype, r(in.a));
     default: break;
