@@ -3,6 +3,9 @@ interpreter and a compiled fused kernel give the same bits at the edges (nan, si
 integer limits) on every dtype the row's domain accepts, and refuse the others alike. A new row
 is checked here without a line of this file changing."""
 
+import functools
+import importlib
+
 import numpy as np
 import pytest
 
@@ -44,8 +47,9 @@ def accepts(op, dtype):
 
 
 def operands(dtype):
-    """Every pair of edge values, as two tensors of one shape."""
-    e = edges(dtype)
+    """Every pair of edge values, as two tensors of one shape (the same for every dtype, so the
+    fused graph below is one kernel)."""
+    e = np.resize(edges(dtype), len(FLOAT_EDGES))
     a, b = np.repeat(e, len(e)), np.tile(e, len(e))
     return nx.tensor(a).astype(dtype), b
 
@@ -60,72 +64,109 @@ def same_bits(got, want, what):
     np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]), err_msg=what)
 
 
-def eager_results(dtype):
-    """{op: the eager result} for every op accepting dtype, on operands(dtype)."""
-    x, b = operands(dtype)
+def eager_results():
+    """{(op, dtype): the eager result on operands(dtype)} for every op and dtype it accepts."""
     out = {}
-    for op in UNARY:
-        if accepts(op, dtype):
-            out[op] = _C.unary(op, x)
-    for op in BINARY:
-        if accepts(op, dtype):
-            out[op] = _C.binary(op, x, nx.tensor(divisors(op, b)).astype(dtype))
+    for dtype in DTYPES:
+        x, b = operands(dtype)
+        for op in UNARY:
+            if accepts(op, dtype):
+                out[op, dtype] = _C.unary(op, x)
+        for op in BINARY:
+            if accepts(op, dtype):
+                out[op, dtype] = _C.binary(op, x, nx.tensor(divisors(op, b)).astype(dtype))
     return out
 
 
-def fused_graph(dtype):
-    """One graph applying every op that accepts dtype to inputs x and y: (graph, {op: value})."""
-    x, b = operands(dtype)
+def fused_graph():
+    """One graph applying every op to inputs of every dtype it accepts:
+    (graph, {(op, dtype): value}, {input value: tensor}, the value joining them all)."""
     g = _C.Graph()
-    vx = g.add_input("x", list(x.shape), getattr(_C.DType, dtype))
-    ys, values = {}, {}
-    for op in UNARY + BINARY:
-        if not accepts(op, dtype):
-            continue
-        if op in BINARY:
-            y = divisors(op, b)
-            key = y.tobytes()
-            if key not in ys:
-                ys[key] = (g.add_input(f"y{len(ys)}", list(x.shape), getattr(_C.DType, dtype)), y)
-            node = g.add_node(K.binary, [vx, ys[key][0]], op.name, binary=op)
-        else:
-            node = g.add_node(K.unary, [vx], op.name, unary=op)
-        values[op] = g.node_output(node)
+    values, feeds = {}, {}
+    for dtype in DTYPES:
+        x, b = operands(dtype)
+        vx = g.add_input(f"x_{dtype}", list(x.shape), getattr(_C.DType, dtype))
+        feeds[vx] = x
+        ys = {}
+        for op in UNARY + BINARY:
+            if not accepts(op, dtype):
+                continue
+            if op in BINARY:
+                y = divisors(op, b)
+                key = y.tobytes()
+                if key not in ys:
+                    ys[key] = g.add_input(f"y_{dtype}_{len(ys)}", list(x.shape), getattr(_C.DType, dtype))
+                    feeds[ys[key]] = nx.tensor(y).astype(dtype)
+                node = g.add_node(K.binary, [vx, ys[key]], op.name, binary=op)
+            else:
+                node = g.add_node(K.unary, [vx], op.name, unary=op)
+            values[op, dtype] = g.node_output(node)
+    # A chain adding up every value joins them into one fusion group: one kernel to compile
+    # (sibling ops of one input would be a kernel each).
+    total = None
+    for v in values.values():
+        total = v if total is None else g.node_output(g.add_node(K.binary, [total, v], "join", binary=_C.BinaryOp.add))
     g.infer_shapes()
-    feeds = {vx: x, **{v: nx.tensor(y).astype(dtype) for v, y in ys.values()}}
-    return g, values, feeds
+    return g, values, feeds, total
 
 
-def run_fused(dtype):
-    g, values, feeds = fused_graph(dtype)
-    got = {}
-    for fg in _C.codegen.fuse_graph(g, list(values.values())).groups:
-        outs = fg.program.run([feeds[v] for v in fg.group.inputs], list(fg.consts))
-        got.update(zip(fg.group.outputs, outs))
-    return {op: got[v] for op, v in values.items()}
+def fused_kernel():
+    """The fused graph's one group, its values and its feeds."""
+    g, values, feeds, total = fused_graph()
+    groups = _C.codegen.fuse_graph(g, [*values.values(), total]).groups
+    assert len(groups) == 1
+    return groups[0], values, feeds
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_eager_interpreter_and_compiled_kernel_agree_on_every_op(monkeypatch, dtype):
-    eager = eager_results(dtype)
-    compiled = run_fused(dtype)  # compiled when a compiler is found, else interpreted
+def run_fused():
+    """{(op, dtype): the fused kernel's result} (NEXUS_JIT picks compiled or interpreted)."""
+    fg, values, feeds = fused_kernel()
+    outs = fg.program.run([feeds[v] for v in fg.group.inputs], list(fg.consts))
+    got = dict(zip(fg.group.outputs, outs))
+    return {key: got[v] for key, v in values.items()}
+
+
+def test_eager_interpreter_and_compiled_kernel_agree_on_every_op(monkeypatch):
+    eager = eager_results()
+    compiled = run_fused()  # compiled when a compiler is found, else interpreted
     monkeypatch.setenv("NEXUS_JIT", "0")
-    interpreted = run_fused(dtype)
+    interpreted = run_fused()
     assert set(compiled) == set(interpreted) == set(eager)
-    for op, want in eager.items():
-        same_bits(interpreted[op], want, f"{op.name} on {dtype}: interpreter vs eager")
-        same_bits(compiled[op], want, f"{op.name} on {dtype}: compiled kernel vs eager")
+    for (op, dtype), want in eager.items():
+        same_bits(interpreted[op, dtype], want, f"{op.name} on {dtype}: interpreter vs eager")
+        same_bits(compiled[op, dtype], want, f"{op.name} on {dtype}: compiled kernel vs eager")
+
+
+def test_cuda_dialect_of_every_op_compiles_to_ptx():
+    """The device side of each row's kern:: function exists (kernel_ops.h or the CUDA prelude)."""
+    jit = importlib.import_module("nexus.jit")
+    try:
+        _C.codegen.nvrtc_version(jit.nvrtc_candidates())
+    except ValueError:
+        pytest.skip("needs NVRTC: pip install nvidia-cuda-nvrtc-cu12")
+    program = fused_kernel()[0].program
+    assert f".entry {program.name}" in _C.codegen.ptx(program, "compute_80", jit.nvrtc_candidates())
 
 
 @pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda op: op.name)
 def test_each_op_refuses_exactly_the_dtypes_outside_its_domain(op):
+    """Eagerly and in a graph's shape inference (where nx.jit and the GraphBuilder meet it)."""
     t = nx.tensor([True, False])
-    call = (lambda: _C.unary(op, t)) if op in UNARY else (lambda: _C.binary(op, t, t))
+    g = _C.Graph()
+    v = g.add_input("t", [2], _C.DType.bool)
+    if op in UNARY:
+        call = functools.partial(_C.unary, op, t)
+        g.add_node(K.unary, [v], "op", unary=op)
+    else:
+        call = functools.partial(_C.binary, op, t, t)
+        g.add_node(K.binary, [v, v], "op", binary=op)
     if accepts(op, "bool"):
         assert call().dtype == nx.bool
+        g.infer_shapes()
     else:
-        with pytest.raises(TypeError, match=f"{op.name}: not supported for bool"):
-            call()
+        for refused in (call, g.infer_shapes):
+            with pytest.raises(TypeError, match=f"{op.name}: not supported for bool"):
+                refused()
 
 
 @pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda op: op.name)
