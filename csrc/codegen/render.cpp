@@ -55,6 +55,7 @@ NX_KERN_FN uint16_t f2b(float f) {
 NX_KERN_FN float round_f16(float v) { return h2f(f2h(v)); }
 NX_KERN_FN float round_bf16(float v) { return b2f(f2b(v)); }
 template <class T> NX_KERN_FN T abs_(T v) { return v < 0 ? (T)(-v) : v; }
+NX_KERN_FN float abs_(float v) { return fabsf(v); }    NX_KERN_FN double abs_(double v) { return fabs(v); }
 NX_KERN_FN float sqrt_(float v) { return sqrtf(v); }   NX_KERN_FN double sqrt_(double v) { return sqrt(v); }
 NX_KERN_FN float exp_(float v) { return expf(v); }     NX_KERN_FN double exp_(double v) { return exp(v); }
 NX_KERN_FN float log_(float v) { return logf(v); }     NX_KERN_FN double log_(double v) { return log(v); }
