@@ -22,7 +22,7 @@
 #pragma once
 
 // clang-format off
-#define NX_UNARY_OPS(X)                                    \
+#define NX_UNARY_OPS(X)                                        \
   X(Neg,      neg,       "neg",       Numeric, Same, Public)   \
   X(Exp,      exp_,      "exp",       Float,   Same, Public)   \
   X(Log,      log_,      "log",       Float,   Same, Public)   \
@@ -37,26 +37,26 @@
   X(GeluGrad, gelu_grad, "gelu_grad", Float,   Same, Backward) \
   X(Sign,     sign,      "sign",      Numeric, Same, Backward)
 
-#define NX_BINARY_OPS(X)                                                 \
-  X(Add,         add,          "add",          Any,     Same, Public)    \
-  X(Sub,         sub,          "sub",          Numeric, Same, Public)    \
-  X(Mul,         mul,          "mul",          Any,     Same, Public)    \
-  X(Div,         div,          "div",          Float,   Same, Public)    \
-  X(Pow,         pow_,         "pow",          Numeric, Same, Public)    \
-  X(Maximum,     maximum,      "maximum",      Any,     Same, Public)    \
-  X(Minimum,     minimum,      "minimum",      Any,     Same, Public)    \
-  X(Eq,          eq,           "eq",           Any,     Bool, Public)    \
-  X(Ne,          ne,           "ne",           Any,     Bool, Public)    \
-  X(Lt,          lt,           "lt",           Any,     Bool, Public)    \
-  X(Le,          le,           "le",           Any,     Bool, Public)    \
-  X(Gt,          gt,           "gt",           Any,     Bool, Public)    \
-  X(Ge,          ge,           "ge",           Any,     Bool, Public)    \
-  /* Python's //: the quotient rounded toward -inf (numpy.floor_divide) */ \
-  X(FloorDiv,    floor_divide, "floor_divide", Numeric, Same, Public)    \
+#define NX_BINARY_OPS(X)                                                                  \
+  X(Add,         add,          "add",          Any,     Same, Public)                     \
+  X(Sub,         sub,          "sub",          Numeric, Same, Public)                     \
+  X(Mul,         mul,          "mul",          Any,     Same, Public)                     \
+  X(Div,         div,          "div",          Float,   Same, Public)                     \
+  X(Pow,         pow_,         "pow",          Numeric, Same, Public)                     \
+  X(Maximum,     maximum,      "maximum",      Any,     Same, Public)                     \
+  X(Minimum,     minimum,      "minimum",      Any,     Same, Public)                     \
+  X(Eq,          eq,           "eq",           Any,     Bool, Public)                     \
+  X(Ne,          ne,           "ne",           Any,     Bool, Public)                     \
+  X(Lt,          lt,           "lt",           Any,     Bool, Public)                     \
+  X(Le,          le,           "le",           Any,     Bool, Public)                     \
+  X(Gt,          gt,           "gt",           Any,     Bool, Public)                     \
+  X(Ge,          ge,           "ge",           Any,     Bool, Public)                     \
+  /* Python's //: the quotient rounded toward -inf (numpy.floor_divide) */                \
+  X(FloorDiv,    floor_divide, "floor_divide", Numeric, Same, Public)                     \
   /* Python's %: a - floor_divide(a, b) * b, with the divisor's sign (numpy.remainder) */ \
-  X(Remainder,   remainder_,   "remainder",    Numeric, Same, Public)    \
-  /* (g, out) of the forward op: one pass instead of a mask, a cast and a multiply */ \
-  X(ReluGrad,    relu_grad,    "relu_grad",    Float,   Same, Backward)  \
-  X(TanhGrad,    tanh_grad,    "tanh_grad",    Float,   Same, Backward)  \
+  X(Remainder,   remainder_,   "remainder",    Numeric, Same, Public)                     \
+  /* (g, out) of the forward op: one pass instead of a mask, a cast and a multiply */     \
+  X(ReluGrad,    relu_grad,    "relu_grad",    Float,   Same, Backward)                   \
+  X(TanhGrad,    tanh_grad,    "tanh_grad",    Float,   Same, Backward)                   \
   X(SigmoidGrad, sigmoid_grad, "sigmoid_grad", Float,   Same, Backward)
 // clang-format on
