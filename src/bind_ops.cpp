@@ -13,20 +13,21 @@ using ops::Axes;
 using OptTensor = std::optional<Tensor>;
 static Tensor opt(const OptTensor& t) { return t ? *t : Tensor(); }
 
+// One value per row of the op table (ops/op_table.h), named as op_name, with the row's columns.
+template <class Op, size_t N>
+static void bind_op_enum(py::module_& m, const char* name, const ops::OpInfo (&table)[N]) {
+  py::enum_<Op> e(m, name);
+  for (size_t i = 0; i < N; ++i) e.value(table[i].name.data(), Op(i));
+  e.def_property_readonly("domain", [](Op op) { return ops::op_info(op).domain; })
+      .def_property_readonly("is_comparison", [](Op op) { return ops::op_info(op).result == ops::OpResult::Bool; })
+      .def_property_readonly("is_backward_only", [](Op op) { return ops::is_backward_only(op); });
+}
+
 void bind_ops(py::module_& m) {
-  py::enum_<ops::UnaryOp>(m, "UnaryOp")
-      .value("neg", ops::UnaryOp::Neg).value("exp", ops::UnaryOp::Exp).value("log", ops::UnaryOp::Log)
-      .value("sqrt", ops::UnaryOp::Sqrt).value("tanh", ops::UnaryOp::Tanh)
-      .value("sigmoid", ops::UnaryOp::Sigmoid).value("relu", ops::UnaryOp::Relu)
-      .value("gelu", ops::UnaryOp::Gelu).value("sin", ops::UnaryOp::Sin).value("cos", ops::UnaryOp::Cos)
-      .value("abs", ops::UnaryOp::Abs);
-  py::enum_<ops::BinaryOp>(m, "BinaryOp")
-      .value("add", ops::BinaryOp::Add).value("sub", ops::BinaryOp::Sub).value("mul", ops::BinaryOp::Mul)
-      .value("div", ops::BinaryOp::Div).value("pow", ops::BinaryOp::Pow)
-      .value("maximum", ops::BinaryOp::Maximum).value("minimum", ops::BinaryOp::Minimum)
-      .value("eq", ops::BinaryOp::Eq).value("ne", ops::BinaryOp::Ne).value("lt", ops::BinaryOp::Lt)
-      .value("le", ops::BinaryOp::Le).value("gt", ops::BinaryOp::Gt).value("ge", ops::BinaryOp::Ge)
-      .value("floor_divide", ops::BinaryOp::FloorDiv).value("remainder", ops::BinaryOp::Remainder);
+  py::enum_<ops::OpDomain>(m, "OpDomain")
+      .value("any", ops::OpDomain::Any).value("numeric", ops::OpDomain::Numeric).value("float", ops::OpDomain::Float);
+  bind_op_enum<ops::UnaryOp>(m, "UnaryOp", ops::kUnaryOps);
+  bind_op_enum<ops::BinaryOp>(m, "BinaryOp", ops::kBinaryOps);
 
   auto nogil = py::call_guard<py::gil_scoped_release>();
   // creation

@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "base/error.h"
-#include "codegen/kernel_prelude.h"
+#include "codegen/kernel_dispatch.h"
 
 namespace nexus::codegen {
 namespace {
@@ -38,85 +38,21 @@ void load(T* o, const char* base, DType t, Access a, int64_t s, int64_t i0, int6
   for (int64_t i = 0; i < m; ++i) o[i] = elem(i);
 }
 
-template <class T, class F>
-void map1(T* o, const T* a, int64_t m, F f) {
-  for (int64_t i = 0; i < m; ++i) o[i] = f(a[i]);
-}
-
+// The op's kern:: function over a tile (kernel_dispatch.h: the eager kernels call the same).
 template <class T>
 void unary(ops::UnaryOp op, T* o, const T* a, int64_t m) {
-  using U = ops::UnaryOp;
-  if constexpr (std::is_same_v<T, bool>) {
-    NX_ASSERT(false, "unary op on bool reached the interpreter");
-  } else {
-    switch (op) {
-      case U::Neg: return map1(o, a, m, [](T v) { return neg(v); });
-      case U::Abs: return map1(o, a, m, [](T v) { return abs_(v); });
-      case U::Relu: return map1(o, a, m, [](T v) { return relu(v); });
-      case U::Sign: return map1(o, a, m, [](T v) { return sign(v); });
-      default: break;
-    }
-    if constexpr (std::is_floating_point_v<T>) {
-      switch (op) {
-        case U::Exp: return map1(o, a, m, [](T v) { return exp_(v); });
-        case U::Log: return map1(o, a, m, [](T v) { return log_(v); });
-        case U::Sqrt: return map1(o, a, m, [](T v) { return sqrt_(v); });
-        case U::Tanh: return map1(o, a, m, [](T v) { return tanh_(v); });
-        case U::Sigmoid: return map1(o, a, m, [](T v) { return sigmoid(v); });
-        case U::Gelu: return map1(o, a, m, [](T v) { return gelu(v); });
-        case U::GeluGrad: return map1(o, a, m, [](T v) { return gelu_grad(v); });
-        case U::Sin: return map1(o, a, m, [](T v) { return sin_(v); });
-        case U::Cos: return map1(o, a, m, [](T v) { return cos_(v); });
-        default: break;
-      }
-    }
-    NX_ASSERT(false, ops::op_name(op), " on an integer register reached the interpreter");
-  }
+  with_unary<T>(op, [&](auto f) {
+    for (int64_t i = 0; i < m; ++i) o[i] = f(a[i]);
+  });
 }
 
-template <class R, class T, class F>
-void map2(R* o, const T* a, const T* b, int64_t m, F f) {
-  for (int64_t i = 0; i < m; ++i) o[i] = f(a[i], b[i]);
-}
-
+// `out` holds T, or bool for a comparison.
 template <class T>
 void binary(ops::BinaryOp op, void* out, const T* a, const T* b, int64_t m) {
-  using B = ops::BinaryOp;
-  T* o = static_cast<T*>(out);
-  bool* ob = static_cast<bool*>(out);
-  switch (op) {
-    case B::Add: return map2(o, a, b, m, [](T x, T y) { return add(x, y); });
-    case B::Sub: return map2(o, a, b, m, [](T x, T y) { return sub(x, y); });
-    case B::Mul: return map2(o, a, b, m, [](T x, T y) { return mul(x, y); });
-    case B::Div:
-      if constexpr (std::is_floating_point_v<T>) return map2(o, a, b, m, [](T x, T y) { return div(x, y); });
-      NX_ASSERT(false, "integer division reached the interpreter");
-      return;
-    case B::Pow: return map2(o, a, b, m, [](T x, T y) { return pow_(x, y); });
-    case B::Maximum: return map2(o, a, b, m, [](T x, T y) { return maximum(x, y); });
-    case B::Minimum: return map2(o, a, b, m, [](T x, T y) { return minimum(x, y); });
-    case B::Eq: return map2(ob, a, b, m, [](T x, T y) { return eq(x, y); });
-    case B::Ne: return map2(ob, a, b, m, [](T x, T y) { return ne(x, y); });
-    case B::Lt: return map2(ob, a, b, m, [](T x, T y) { return lt(x, y); });
-    case B::Le: return map2(ob, a, b, m, [](T x, T y) { return le(x, y); });
-    case B::Gt: return map2(ob, a, b, m, [](T x, T y) { return gt(x, y); });
-    case B::Ge: return map2(ob, a, b, m, [](T x, T y) { return ge(x, y); });
-    case B::FloorDiv: case B::Remainder:
-      if constexpr (!std::is_same_v<T, bool>) {
-        if (op == B::FloorDiv) return map2(o, a, b, m, [](T x, T y) { return floor_divide(x, y); });
-        return map2(o, a, b, m, [](T x, T y) { return remainder_(x, y); });
-      }
-      NX_ASSERT(false, ops::op_name(op), " on a bool register reached the interpreter");
-      return;
-    case B::ReluGrad: case B::TanhGrad: case B::SigmoidGrad:
-      if constexpr (std::is_floating_point_v<T>) {
-        if (op == B::ReluGrad) return map2(o, a, b, m, [](T x, T y) { return relu_grad(x, y); });
-        if (op == B::TanhGrad) return map2(o, a, b, m, [](T x, T y) { return tanh_grad(x, y); });
-        return map2(o, a, b, m, [](T x, T y) { return sigmoid_grad(x, y); });
-      }
-      NX_ASSERT(false, ops::op_name(op), " on an integer register reached the interpreter");
-      return;
-  }
+  with_binary<T>(op, [&](auto f) {
+    auto* o = static_cast<decltype(f(T{}, T{}))*>(out);
+    for (int64_t i = 0; i < m; ++i) o[i] = f(a[i], b[i]);
+  });
 }
 
 template <class U, class T>

@@ -1,7 +1,8 @@
-// The fused-kernel functions both dialects share, written once: the C++ prelude
-// (kernel_prelude.h) includes this file and the CUDA prelude embeds its text after defining
-// NX_KERN_FN as __device__ __forceinline__. No headers: NVRTC compiles it as it is. What differs
-// between host and device (conversions, abs, pow and the transcendentals) stays in each prelude.
+// The kern:: functions of the op table (ops/op_table.h) that host and device share, written
+// once: the C++ prelude (kernel_prelude.h) includes this file and the CUDA prelude embeds its
+// text after defining NX_KERN_FN as __device__ __forceinline__. No headers: NVRTC compiles it as
+// it is. What differs between host and device (conversions, abs, pow and the transcendentals)
+// stays in each prelude.
 #pragma once
 
 #ifndef NX_KERN_FN

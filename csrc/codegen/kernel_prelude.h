@@ -1,9 +1,9 @@
-// The scalar semantics of every fused-kernel instruction, in one place: the interpreter
-// (interp.cpp) calls these functions, and the C++ renderer embeds this file's text (with
-// vec_math.h and half.h) at the top of each generated source, so both paths compute the same
-// bits. Standard headers only. Each function mirrors the eager kernel of its op
-// (ops/cpu/elementwise_kernel.cpp): float32 transcendentals use vec_math's polynomials, float64
-// uses libm, integers the integer rule, float->int conversion saturates and maps NaN to 0.
+// The scalar semantics of every op and fused-kernel instruction, in one place: the eager kernels
+// (ops/cpu/elementwise_kernel.cpp) and the interpreter (interp.cpp) call these functions through
+// kernel_dispatch.h, and the C++ renderer embeds this file's text (with vec_math.h and half.h)
+// at the top of each generated source, so every path computes the same bits. Standard headers
+// only. float32 transcendentals use vec_math's polynomials, float64 uses libm, integers the
+// integer rule, float->int conversion saturates and maps NaN to 0.
 #pragma once
 
 #include <cmath>

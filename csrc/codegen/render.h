@@ -1,6 +1,8 @@
 // Renders a FusedKernel to source text in a Dialect (C++ for the host compiler, CUDA C for
-// NVRTC). One table maps each op to the prelude function that defines it; a dialect supplies
-// its prelude (the functions), its type names and its loop, and overrides nothing else.
+// NVRTC). The op table (ops/op_table.h) names the prelude function that computes each op; a
+// dialect supplies its prelude (the functions), its type names and its loop, and overrides
+// nothing else. render() is a list of named steps: preamble, signature, setup (pointers and
+// constants), body (loads and instructions), stores, and a reduction's epilogue.
 #pragma once
 
 #include <string>

@@ -8,19 +8,6 @@
 
 namespace nexus::ops {
 
-std::string_view op_name(UnaryOp op) {
-  static constexpr std::string_view names[] = {"neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
-                                               "gelu", "sin", "cos", "abs", "gelu_grad", "sign"};
-  return names[int(op)];
-}
-
-std::string_view op_name(BinaryOp op) {
-  static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                               "eq", "ne", "lt", "le", "gt", "ge", "floor_divide", "remainder",
-                                               "relu_grad", "tanh_grad", "sigmoid_grad"};
-  return names[int(op)];
-}
-
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = Tensor::empty(x.shape(), dtype);
@@ -47,13 +34,11 @@ Tensor mul_scalar(const Tensor& a, double s) { return mul(a, scalar_like(s, a));
 Tensor add_scalar(const Tensor& a, double s) { return add(a, scalar_like(s, a)); }
 
 DType unary_result_dtype(UnaryOp op, DType x) {
-  const bool transcendental = !(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Sign);
-  return transcendental && !is_floating(x) ? DType::Float32 : x;  // exp(int) -> float32
+  return operand_dtype(op_info(op).domain, x);  // exp(int) -> float32
 }
 
 DType binary_common_dtype(BinaryOp op, DType a, DType b) {
-  DType dt = promote_types(a, b);
-  return op == BinaryOp::Div && !is_floating(dt) ? DType::Float32 : dt;  // true division
+  return operand_dtype(op_info(op).domain, promote_types(a, b));  // int / int -> float32
 }
 
 DType binary_result_dtype(BinaryOp op, DType a, DType b) {
@@ -61,14 +46,14 @@ DType binary_result_dtype(BinaryOp op, DType a, DType b) {
 }
 
 Tensor unary(UnaryOp op, const Tensor& x) {
-  NX_CHECK_TYPE(x.dtype() != DType::Bool, op_name(op), ": not supported for bool tensors");
+  NX_CHECK_TYPE(accepts(op_info(op).domain, x.dtype()), op_name(op), ": not supported for bool tensors");
   DType dt = unary_result_dtype(op, x.dtype());
   DType cdt = compute_dtype(dt);
   Tensor xc = cast(x, cdt);
   Tensor out = Tensor::empty(x.shape(), cdt);
   cpu::unary_kernel(op, out, xc);
   out = cast(out, dt);
-  if (op == UnaryOp::GeluGrad || op == UnaryOp::Sign) return out;
+  if (is_backward_only(op)) return out;
   return autograd::record(op_name(op).data(), out, {x}, grad::unary(op, x, out.detach()));
 }
 
@@ -100,10 +85,8 @@ static void check_integer_operands(BinaryOp op, DType dt, const Tensor& b) {
 Shape binary_shape(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op).data();
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  NX_CHECK_TYPE(promote_types(a.dtype(), b.dtype()) != DType::Bool ||
-                    !(op == BinaryOp::Sub || op == BinaryOp::Div || op == BinaryOp::Pow ||
-                      op == BinaryOp::FloorDiv || op == BinaryOp::Remainder),
-                name, ": not supported for bool tensors; convert with astype first");
+  NX_CHECK_TYPE(accepts(op_info(op).domain, promote_types(a.dtype(), b.dtype())), name,
+                ": not supported for bool tensors; convert with astype first");
   return shape;
 }
 

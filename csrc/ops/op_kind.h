@@ -1,31 +1,51 @@
-// The elementwise op vocabulary, shared by the eager kernels and (later) the graph IR and codegen.
+// The elementwise op vocabulary of the eager ops, the graph IR and codegen, generated from the
+// op table (op_table.h): the enums and what each op accepts and produces.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
+#include "ops/op_table.h"
+#include "tensor/dtype.h"
+
 namespace nexus::ops {
 
-enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, Gelu, Sin, Cos, Abs,
-  // used by backward rules
-  GeluGrad, Sign,
+#define NX_OP_ENUM(Enum, fn, name, domain, result, role) Enum,
+enum class UnaryOp : uint8_t { NX_UNARY_OPS(NX_OP_ENUM) };
+enum class BinaryOp : uint8_t { NX_BINARY_OPS(NX_OP_ENUM) };
+#undef NX_OP_ENUM
+
+enum class OpDomain : uint8_t { Any, Numeric, Float };  // op_table.h says what each means
+enum class OpResult : uint8_t { Same, Bool };
+enum class OpRole : uint8_t { Public, Backward };
+
+struct OpInfo {
+  std::string_view name;
+  const char* kern_fn;  // the nexus::kern function that computes the op
+  OpDomain domain;
+  OpResult result;
+  OpRole role;
 };
 
-enum class BinaryOp : uint8_t {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge,
-  FloorDiv,   // Python's //: the quotient rounded toward -inf (numpy.floor_divide)
-  Remainder,  // Python's %: a - floor_divide(a, b) * b, with the divisor's sign (numpy.remainder)
-  // used by backward rules (one pass instead of a mask, a cast and a multiply)
-  ReluGrad,     // (g, out): out <= 0 ? 0 : g  (out = relu(x) > 0 exactly where x > 0)
-  TanhGrad,     // (g, out): g * (1 - out^2)
-  SigmoidGrad,  // (g, out): g * out * (1 - out)
-};
+#define NX_OP_INFO(Enum, fn, name, domain, result, role) \
+  {name, #fn, OpDomain::domain, OpResult::result, OpRole::role},
+inline constexpr OpInfo kUnaryOps[] = {NX_UNARY_OPS(NX_OP_INFO)};
+inline constexpr OpInfo kBinaryOps[] = {NX_BINARY_OPS(NX_OP_INFO)};
+#undef NX_OP_INFO
 
-std::string_view op_name(UnaryOp op);
-std::string_view op_name(BinaryOp op);
-constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }
-constexpr bool is_backward_only(BinaryOp op) { return op >= BinaryOp::ReluGrad; }
+constexpr const OpInfo& op_info(UnaryOp op) { return kUnaryOps[int(op)]; }
+constexpr const OpInfo& op_info(BinaryOp op) { return kBinaryOps[int(op)]; }
+constexpr std::string_view op_name(UnaryOp op) { return op_info(op).name; }
+constexpr std::string_view op_name(BinaryOp op) { return op_info(op).name; }
+constexpr bool is_comparison(BinaryOp op) { return op_info(op).result == OpResult::Bool; }
+template <class Op>
+constexpr bool is_backward_only(Op op) { return op_info(op).role == OpRole::Backward; }
+
+// Whether operands of dtype t may reach the op (before Float's integer-to-float32 promotion).
+constexpr bool accepts(OpDomain d, DType t) { return d == OpDomain::Any || t != DType::Bool; }
+// The dtype an op's operands of dtype t compute in: integers become float32 for a Float op.
+constexpr DType operand_dtype(OpDomain d, DType t) {
+  return d == OpDomain::Float && !is_floating(t) ? DType::Float32 : t;
+}
 
 }  // namespace nexus::ops

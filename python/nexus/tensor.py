@@ -206,8 +206,8 @@ def _install() -> None:
     T.expand = F.expand
     T.matmul = F.matmul
     T.__hash__ = object.__hash__
-    for name in ("neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "sin", "cos", "abs", "sum",
-                 "mean", "max", "min", "argmax", "var", "logsumexp", "softmax", "log_softmax"):
+    unary = [op.name for op in _C.UnaryOp.__members__.values() if not op.is_backward_only]  # the op table's
+    for name in (*unary, "sum", "mean", "max", "min", "argmax", "var", "logsumexp", "softmax", "log_softmax"):
         setattr(T, name, getattr(F, name))
     ops = {"add": F.add, "sub": F.sub, "mul": F.mul, "truediv": F.div, "floordiv": F.floor_divide,
            "mod": F.remainder, "pow": F.pow, "matmul": F.matmul}

@@ -1,12 +1,12 @@
-// Elementwise loops. Each op is one lambda; StridedLoop supplies rows and the loops below
-// specialise the contiguous and scalar-broadcast cases so the compiler vectorises them.
+// Elementwise loops. Each op is its kern:: function (codegen/kernel_dispatch.h); StridedLoop
+// supplies rows and the loops below specialise the contiguous and scalar-broadcast cases so the
+// compiler vectorises them.
 #include <cmath>
 #include <limits>
 
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
-#include "ops/cpu/vec_math.h"
-#include "codegen/kernel_prelude.h"  // scalar rules shared with the fused kernels (floor_divide, remainder)
+#include "codegen/kernel_dispatch.h"  // the op table's kern:: functions, shared with fused kernels
 
 namespace nexus::ops::cpu {
 namespace {
@@ -105,97 +105,16 @@ void run_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   });
 }
 
-// Scalar math for each compute type: floats use the vectorisable polynomials in vec_math.h,
-// doubles use libm (exactness first), integers the obvious integer rule.
+// The scalar math is the op's kern:: function (float32 transcendentals: vec_math's polynomials,
+// float64: libm, integers: the integer rule), inlined into the loops above.
 template <class T>
 void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
-  if constexpr (std::is_same_v<T, bool>) {
-    throw TypeError(str(op_name(op), ": not supported for bool tensors"));
-  } else if constexpr (std::is_integral_v<T>) {
-    switch (op) {
-      case UnaryOp::Neg: return run_unary<T>(out, x, [](T v) { return T(-v); });
-      case UnaryOp::Abs: return run_unary<T>(out, x, [](T v) { return v < 0 ? T(-v) : v; });
-      case UnaryOp::Relu: return run_unary<T>(out, x, [](T v) { return v > 0 ? v : T(0); });
-      case UnaryOp::Sign: return run_unary<T>(out, x, [](T v) { return T((v > 0) - (v < 0)); });
-      default: NX_ASSERT(false, op_name(op), " on an integer tensor reached the kernel");
-    }
-  } else {
-    constexpr bool f32 = std::is_same_v<T, float>;
-    switch (op) {
-      case UnaryOp::Neg: return run_unary<T>(out, x, [](T v) { return -v; });
-      case UnaryOp::Abs: return run_unary<T>(out, x, [](T v) { return std::fabs(v); });
-      case UnaryOp::Relu: return run_unary<T>(out, x, [](T v) { return v > 0 ? v : (v != v ? v : T(0)); });
-      case UnaryOp::Sign: return run_unary<T>(out, x, [](T v) { return T((v > 0) - (v < 0)); });
-      case UnaryOp::Sqrt: return run_unary<T>(out, x, [](T v) { return std::sqrt(v); });
-      case UnaryOp::Exp:
-        return run_unary<T>(out, x, [](T v) { if constexpr (f32) return vec::exp(v); else return std::exp(v); });
-      case UnaryOp::Log:
-        return run_unary<T>(out, x, [](T v) { if constexpr (f32) return vec::log(v); else return std::log(v); });
-      case UnaryOp::Tanh:
-        return run_unary<T>(out, x, [](T v) { if constexpr (f32) return vec::tanh(v); else return std::tanh(v); });
-      case UnaryOp::Sigmoid:
-        return run_unary<T>(out, x, [](T v) {
-          if constexpr (f32) return vec::sigmoid(v); else return 1.0 / (1.0 + std::exp(-v));
-        });
-      case UnaryOp::Gelu: return run_unary<T>(out, x, [](T v) { return vec::gelu(v); });
-      case UnaryOp::GeluGrad: return run_unary<T>(out, x, [](T v) { return vec::gelu_grad(v); });
-      case UnaryOp::Sin:
-        return run_unary<T>(out, x, [](T v) { if constexpr (f32) return vec::sin(v); else return std::sin(v); });
-      case UnaryOp::Cos:
-        return run_unary<T>(out, x, [](T v) { if constexpr (f32) return vec::cos(v); else return std::cos(v); });
-    }
-  }
-}
-
-template <class T>
-T pow_op(T a, T b) {
-  if constexpr (std::is_same_v<T, bool>) return a || !b;
-  else if constexpr (std::is_integral_v<T>) return from_double<T>(std::pow(double(a), double(b)));
-  else return std::pow(a, b);
+  kern::with_unary<T>(op, [&](auto f) { run_unary<T>(out, x, f); });
 }
 
 template <class T>
 void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  using B = bool;
-  switch (op) {
-    case BinaryOp::Add:
-      if constexpr (std::is_same_v<T, bool>) return run_binary<T, T>(out, a, b, [](T x, T y) { return T(x || y); });
-      else return run_binary<T, T>(out, a, b, [](T x, T y) { return T(x + y); });
-    case BinaryOp::Mul:
-      if constexpr (std::is_same_v<T, bool>) return run_binary<T, T>(out, a, b, [](T x, T y) { return T(x && y); });
-      else return run_binary<T, T>(out, a, b, [](T x, T y) { return T(x * y); });
-    case BinaryOp::Sub: return run_binary<T, T>(out, a, b, [](T x, T y) { return T(x - y); });
-    case BinaryOp::Div:
-      if constexpr (std::is_floating_point_v<T>) return run_binary<T, T>(out, a, b, [](T x, T y) { return x / y; });
-      else NX_ASSERT(false, "integer division reached the kernel");
-      return;
-    case BinaryOp::Pow: return run_binary<T, T>(out, a, b, [](T x, T y) { return pow_op(x, y); });
-    case BinaryOp::Maximum:  // NaN propagates, as in numpy.maximum
-      return run_binary<T, T>(out, a, b, [](T x, T y) { return (x != x || x > y) ? x : y; });
-    case BinaryOp::Minimum:
-      return run_binary<T, T>(out, a, b, [](T x, T y) { return (x != x || x < y) ? x : y; });
-    case BinaryOp::Eq: return run_binary<B, T>(out, a, b, [](T x, T y) { return x == y; });
-    case BinaryOp::Ne: return run_binary<B, T>(out, a, b, [](T x, T y) { return x != y; });
-    case BinaryOp::Lt: return run_binary<B, T>(out, a, b, [](T x, T y) { return x < y; });
-    case BinaryOp::Le: return run_binary<B, T>(out, a, b, [](T x, T y) { return x <= y; });
-    case BinaryOp::Gt: return run_binary<B, T>(out, a, b, [](T x, T y) { return x > y; });
-    case BinaryOp::Ge: return run_binary<B, T>(out, a, b, [](T x, T y) { return x >= y; });
-    case BinaryOp::FloorDiv: case BinaryOp::Remainder:
-      if constexpr (!std::is_same_v<T, bool>) {
-        if (op == BinaryOp::FloorDiv) return run_binary<T, T>(out, a, b, [](T x, T y) { return kern::floor_divide(x, y); });
-        return run_binary<T, T>(out, a, b, [](T x, T y) { return kern::remainder_(x, y); });
-      }
-      NX_ASSERT(false, op_name(op), " on bool reached the kernel");
-      return;
-    case BinaryOp::ReluGrad: case BinaryOp::TanhGrad: case BinaryOp::SigmoidGrad:
-      if constexpr (std::is_floating_point_v<T>) {
-        if (op == BinaryOp::ReluGrad) return run_binary<T, T>(out, a, b, [](T g, T x) { return x <= T(0) ? T(0) : g; });
-        if (op == BinaryOp::TanhGrad) return run_binary<T, T>(out, a, b, [](T g, T y) { return g * (T(1) - y * y); });
-        return run_binary<T, T>(out, a, b, [](T g, T y) { return g * (y * (T(1) - y)); });
-      }
-      NX_ASSERT(false, op_name(op), " reached the kernel with a non-floating dtype");
-      return;
-  }
+  kern::with_binary<T>(op, [&](auto f) { run_binary<decltype(f(T{}, T{})), T>(out, a, b, f); });
 }
 
 }  // namespace
