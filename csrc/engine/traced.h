@@ -20,15 +20,13 @@ class TracedProgram {
 
   const graph::Graph& graph() const { return g_; }
   const Fusion* fusion() const { return fusion_.get(); }
-  const std::vector<bool>& live() const { return run_; }
+  const std::vector<bool>& live() const { return schedule_.run; }
 
  private:
   graph::Graph g_;
   std::vector<int> roots_;
   std::unique_ptr<Fusion> fusion_;
-  std::vector<bool> run_;       // the nodes the roots depend on
-  std::vector<int> last_;       // per value: the node after which it is freed
-  std::vector<bool> record_;    // nothing records a tape (nx.jit refuses inputs that need grad)
+  Schedule schedule_;  // the nodes the roots depend on; no tapes (nx.jit refuses inputs that need grad)
 };
 
 }  // namespace nexus::engine
