@@ -2,6 +2,7 @@
 // local tape its forward node recorded (so every rule comes from ops/derivatives.cpp).
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -81,6 +82,8 @@ class Executor {
 
   void set(int value, Tensor t) { env_[size_t(value)] = std::move(t); }
   const Tensor& get(int value) const { return env_[size_t(value)]; }
+  // Drops every value, so the next pass starts from nothing (and holds no memory meanwhile).
+  void clear() { std::fill(env_.begin(), env_.end(), Tensor()); }
 
   // Runs the nodes [begin, end) that `s` runs; frees each value after s.last[value].
   void run(size_t begin, size_t end, const Schedule& s, bool training);

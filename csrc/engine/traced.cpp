@@ -18,8 +18,18 @@ TracedProgram::TracedProgram(graph::Graph g, std::vector<int> roots, bool fuse)
 std::vector<Tensor> TracedProgram::run(const std::vector<Tensor>& inputs) const {
   NX_CHECK(inputs.size() == g_.inputs.size(), "traced program: expected ", g_.inputs.size(), " inputs, got ",
            inputs.size());
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock) {
+    Executor own(g_, fusion_.get());
+    return run_on(own, inputs);
+  }
+  if (!executor_) executor_ = std::make_unique<Executor>(g_, fusion_.get());
+  return run_on(*executor_, inputs);
+}
+
+std::vector<Tensor> TracedProgram::run_on(Executor& ex, const std::vector<Tensor>& inputs) const {
   autograd::NoGradGuard no_grad;
-  Executor ex(g_, fusion_.get());
+  ex.clear();  // a call that failed part way leaves values behind
   for (size_t i = 0; i < inputs.size(); ++i) {
     const graph::Value& v = g_.value(g_.inputs[i]);
     // The rank, not the shape: a trace of shape-free ops serves every shape of its class.
@@ -33,6 +43,7 @@ std::vector<Tensor> TracedProgram::run(const std::vector<Tensor>& inputs) const 
   std::vector<Tensor> out;
   out.reserve(roots_.size());
   for (int r : roots_) out.push_back(ex.get(r));
+  ex.clear();  // between calls the executor holds no memory
   return out;
 }
 

@@ -3,6 +3,8 @@
 // after their last use, one native call per function call.
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "engine/executor.h"
@@ -27,6 +29,12 @@ class TracedProgram {
   std::vector<int> roots_;
   std::unique_ptr<Fusion> fusion_;
   Schedule schedule_;  // the nodes the roots depend on; no tapes (nx.jit refuses inputs that need grad)
+  // One executor reused by every call (its tables are sized once); a call that finds it taken by
+  // another thread's call runs on an executor of its own.
+  mutable std::mutex mu_;
+  mutable std::unique_ptr<Executor> executor_;
+
+  std::vector<Tensor> run_on(Executor& ex, const std::vector<Tensor>& inputs) const;
 };
 
 }  // namespace nexus::engine
