@@ -48,8 +48,9 @@ int running_group(const Fusion* fusion, const Schedule& s, size_t i);
 
 // The activation memory of the pass `s` at batch size `batch`, as the executor holds it: each
 // value a node writes (a fused group writes only its outputs) lives until it is freed after its
-// last reader, a kept one to the end. Tapes keep the inputs and outputs their Grad node reads
-// (the graph counts those), plus what an op's own backward saves: that is not counted.
+// last reader (a kept value, or one nothing reads, until the pass ends). A Grad node reads the
+// activations its rule needs, so they count until it runs; what an op's tape saves besides its
+// inputs and output (a dropout mask, say), and kernels' scratch, are not counted.
 struct MemoryStats {
   int64_t batch = 0;
   int64_t peak_bytes = 0;   // the most activation bytes alive at once
