@@ -137,11 +137,11 @@ void bind_graph(py::module_& m) {
       .def_property_readonly("buffers", &engine::CompiledModel::buffers)
       .def_property_readonly("grads", &engine::CompiledModel::grads)
       .def("dump", [](const engine::CompiledModel& c) { return c.graph().dump(); })
-      .def("memory_plan", [](const engine::CompiledModel& c, int64_t batch) {
-        graph::MemoryPlan p = c.memory_plan(batch);
-        return py::dict(py::arg("batch") = p.batch, py::arg("peak_bytes") = p.peak_bytes,
-                        py::arg("total_bytes") = p.total_bytes, py::arg("grad_bytes") = p.grad_bytes);
-      });
+      .def("memory_stats", [](const engine::CompiledModel& c, int64_t batch) {
+        engine::MemoryStats m = c.memory_stats(batch);
+        return py::dict(py::arg("batch") = m.batch, py::arg("peak_bytes") = m.peak_bytes,
+                        py::arg("total_bytes") = m.total_bytes, py::arg("grad_bytes") = m.grad_bytes);
+      }, py::arg("batch"));
 }
 
 }  // namespace nexus::python

@@ -21,7 +21,7 @@ Lowered lower(const graph::Graph& g, const graph::FusionGroup& group);
 
 // The entry point for executors (nx.jit today, the engine next): partition the nodes
 // [begin, end) of g (graph::partition) and make each group runnable. At run time, for each group
-// in order: outputs = program->run(tensors of group.inputs, consts[, planned output buffers]),
+// in order: outputs = program->run(tensors of group.inputs, consts),
 // which yields the values group.outputs; the nodes of group.nodes are not run one by one.
 struct FusedGroup {
   graph::FusionGroup group;

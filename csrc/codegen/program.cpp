@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "base/error.h"
 #include "base/hash.h"
@@ -59,16 +60,41 @@ Access classify(int64_t stride, int64_t n) {
   return stride == 1 ? Access::Contig : Access::Strided;
 }
 
-// The innermost stride of each of the first nin operands of `sp` (into `inner`) and how a kernel
-// variant reads it over rows of n elements.
-std::vector<Access> inner_access(const Space& sp, size_t nin, int64_t n,
-                                 std::vector<int64_t>& inner) {
+// A kernel variant resolved for one call: how it reads each input over rows of n elements (the
+// access classes), the inputs' innermost strides, and its function (null: the interpreter runs it).
+struct Variant {
   std::vector<Access> access;
+  std::vector<int64_t> inner;
+  void* fn = nullptr;
+};
+
+// The access classes and innermost strides of the first nin operands of `sp` (fn left to fill).
+Variant inner_access(const Space& sp, size_t nin, int64_t n) {
+  Variant v;
   for (size_t i = 0; i < nin; ++i) {
-    inner.push_back(sp.strides[i].back());
-    access.push_back(classify(inner.back(), n));
+    v.inner.push_back(sp.strides[i].back());
+    v.access.push_back(classify(v.inner.back(), n));
   }
-  return access;
+  return v;
+}
+
+// Each operand's base pointer and item size: `inputs`, then `outputs`.
+struct Operands {
+  std::vector<char*> base;
+  std::vector<int64_t> isz;
+};
+
+Operands operands(const std::vector<Tensor>& inputs, std::span<const Tensor> outputs) {
+  Operands args;
+  for (const Tensor& t : inputs) {
+    args.base.push_back(static_cast<char*>(t.raw_data()));
+    args.isz.push_back(itemsize(t.dtype()));
+  }
+  for (const Tensor& t : outputs) {
+    args.base.push_back(static_cast<char*>(t.raw_data()));
+    args.isz.push_back(itemsize(t.dtype()));
+  }
+  return args;
 }
 
 // Row r of `shape` (all dims but the last) as per-operand element offsets.
@@ -114,6 +140,115 @@ void store_reduced(const Tensor& out, int64_t idx, const Reduction& red, DType r
     case DType::BFloat16: static_cast<uint16_t*>(base)[idx] = float_to_bf16(float(v)); break;
     default: NX_ASSERT(false, "float reduction into ", dtype_name(d));
   }
+}
+
+// A reduction's iteration space split in two, each part merged on its own: `keep` (the dims the
+// output keeps; outer: its element count) and `reduced` (count: the elements each output reads).
+struct ReduceSpace {
+  Space keep, reduced;
+  Shape out_shape;
+  int64_t outer = 1, count = 1;
+};
+
+// Splits `shape` (strides `st` per operand) into kept dims first and reduced dims last.
+ReduceSpace reduce_space(const Reduction& red, const Shape& shape, const std::vector<std::vector<int64_t>>& st) {
+  const int64_t ndim = int64_t(shape.size());
+  std::vector<int64_t> axes = red.axes;
+  if (axes.empty())
+    for (int64_t d = 0; d < ndim; ++d) axes.push_back(d);
+  ReduceSpace rs;
+  std::vector<size_t> order;
+  for (int64_t d = 0; d < ndim; ++d) {
+    const bool r = std::binary_search(axes.begin(), axes.end(), d);
+    if (!r) order.push_back(size_t(d));
+    if (!r) rs.out_shape.push_back(shape[d]);
+    else if (red.keepdims) rs.out_shape.push_back(1);
+  }
+  const size_t nkeep = order.size();
+  for (int64_t a : axes) order.push_back(size_t(a));
+  Shape pshape;
+  std::vector<std::vector<int64_t>> pst(st.size());
+  for (size_t d : order) {
+    pshape.push_back(shape[d]);
+    for (size_t i = 0; i < st.size(); ++i) pst[i].push_back(st[i][d]);
+  }
+  for (size_t d = 0; d < nkeep; ++d) rs.outer *= pshape[d];
+  for (size_t d = nkeep; d < pshape.size(); ++d) rs.count *= pshape[d];
+  rs.keep.strides.resize(st.size());
+  rs.reduced.strides.resize(st.size());
+  merge_into(rs.keep, pshape, pst, 0, nkeep);
+  merge_into(rs.reduced, pshape, pst, nkeep, pshape.size());
+  return rs;
+}
+
+// One partial accumulator per (output element, row of the reduced dims, chunk of kChunk of a row):
+// chunks are fixed, so the result does not depend on the thread count.
+std::vector<Acc> reduce_chunks(const FusedKernel& k, const Variant& v, const ReduceSpace& rs, const Operands& args,
+                               const std::vector<double>& consts, int64_t chunks, int64_t per_out) {
+  const size_t nin = v.inner.size();
+  const int64_t n = rs.reduced.shape.back();
+  std::vector<Acc> partial(size_t(rs.outer * per_out));
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::min(n, kern::kChunk));
+  parallel_for(rs.outer * per_out, grain, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> ko(nin), ro(nin);
+    std::vector<char*> p(nin);
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t o = item / per_out, row = (item % per_out) / chunks, ch = item % chunks;
+      row_offsets(rs.keep, o, rs.keep.shape.size(), ko);
+      row_offsets(rs.reduced, row, rs.reduced.shape.size() - 1, ro);
+      for (size_t i = 0; i < nin; ++i)
+        p[i] = args.base[i] + (ko[i] + ro[i] + ch * kern::kChunk * v.inner[i]) * args.isz[i];
+      const int64_t len = std::min(kern::kChunk, n - ch * kern::kChunk);
+      Acc* acc = &partial[size_t(item)];
+      if (v.fn) reinterpret_cast<ReduceFn>(v.fn)(p.data(), v.inner.data(), len, consts.data(), acc);
+      else interp_reduce(k, v.access, p.data(), v.inner.data(), len, consts.data(), acc);
+    }
+  });
+  return partial;
+}
+
+// One output element's partial accumulators, combined in order.
+Acc combine(const Reduction& red, DType reg, const Acc* part, int64_t n) {
+  const bool sum = red.kind == ReduceOp::Sum || red.kind == ReduceOp::Mean;
+  const bool fl = is_floating(reg);
+  Acc a = part[0];
+  for (int64_t j = 1; j < n; ++j) {
+    if (sum) fl ? (void)(a.f += part[j].f) : (void)(a.i += part[j].i);
+    else if (fl) a.f = red.kind == ReduceOp::Max ? kern::pick_max(a.f, part[j].f) : kern::pick_min(a.f, part[j].f);
+    else a.i = red.kind == ReduceOp::Max ? std::max(a.i, part[j].i) : std::min(a.i, part[j].i);
+  }
+  return a;
+}
+
+// A reduction over the leading dims that also stores its side outputs: accumulates every row
+// (rs.reduced, rs.count rows) into `acc`, one accumulator of acc_size bytes per element of the
+// kept dims (rs.keep, rs.outer elements), writing the side outputs as it goes.
+void reduce_rows(const FusedKernel& k, const Variant& v, const ReduceSpace& rs, const Operands& args,
+                 const std::vector<double>& consts, void* acc, size_t acc_size) {
+  const size_t nin = v.inner.size();
+  const int64_t n = rs.keep.shape.back(), rows = rs.count;
+  // Tasks: blocks of columns (of the innermost kept run), each over every row in order. Wide
+  // blocks (one per thread) keep each row's reads long and contiguous; a narrow block walking
+  // many rows would touch a new page per call.
+  const int64_t per_thread = (n + num_threads() - 1) / num_threads();
+  const int64_t block = std::min(n, std::max<int64_t>({64, per_thread, kElementwiseGrain / rows}));
+  const int64_t blocks = (n + block - 1) / block, outer = rs.outer / n;
+  parallel_for(outer * blocks, 1, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> ko(args.base.size()), ro(args.base.size());
+    std::vector<char*> p(args.base.size());
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t o = task / blocks, j0 = (task % blocks) * block, len = std::min(block, n - j0);
+      row_offsets(rs.keep, o, rs.keep.shape.size() - 1, ko);
+      void* a = static_cast<char*>(acc) + size_t(o * n + j0) * acc_size;
+      for (int64_t r = 0; r < rows; ++r) {
+        row_offsets(rs.reduced, r, rs.reduced.shape.size(), ro);
+        for (size_t j = 0; j < p.size(); ++j)
+          p[j] = args.base[j] + (ko[j] + ro[j] + j0 * (j < nin ? v.inner[j] : 1)) * args.isz[j];
+        if (v.fn) reinterpret_cast<RowFn>(v.fn)(p.data(), v.inner.data(), len, consts.data(), a, r == 0);
+        else interp_reduce_row(k, v.access, p.data(), v.inner.data(), len, consts.data(), a, r == 0);
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -167,8 +302,8 @@ Program::Fn Program::variant(const std::vector<Access>& access) {
   return fn;
 }
 
-std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
-                                 std::vector<Tensor> outputs) {
+// The iteration shape `inputs` broadcast to, after checking them against the kernel.
+Shape Program::iteration_shape(const std::vector<Tensor>& inputs, const std::vector<double>& consts) const {
   const FusedKernel& k = kernel_;
   NX_CHECK(inputs.size() == k.inputs.size(), name_, ": expected ", k.inputs.size(), " inputs, got ", inputs.size());
   NX_CHECK(int(consts.size()) == k.num_consts, name_, ": expected ", k.num_consts, " constants, got ", consts.size());
@@ -179,162 +314,103 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::v
                   dtype_name(inputs[i].dtype()), ", the kernel was built for ", dtype_name(k.inputs[i]));
     shape = i ? broadcast_shapes(shape, inputs[i].shape(), name_.c_str()) : inputs[i].shape();
   }
-  const size_t nin = inputs.size();
+  if (k.has_reduce())
+    NX_CHECK(int64_t(shape.size()) == k.ndim, name_, ": the kernel reduces a rank-", k.ndim,
+             " iteration shape, the inputs broadcast to ", shape_str(shape));
+  return shape;
+}
+
+std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::vector<double>& consts) {
+  const Shape shape = iteration_shape(inputs, consts);
   std::vector<std::vector<int64_t>> st;
   for (const Tensor& t : inputs) st.push_back(broadcast_strides(t, shape));
-  outputs.resize(k.num_outputs());
+  if (!kernel_.has_reduce()) return run_elementwise(inputs, consts, shape, std::move(st));
+  if (kernel_.has_side_outputs()) return run_rows(inputs, consts, shape, std::move(st));
+  return run_reduce(inputs, consts, shape, st);
+}
 
-  if (!k.has_reduce()) {
-    for (size_t o = 0; o < outputs.size(); ++o) {
-      if (!outputs[o].defined()) outputs[o] = Tensor::empty(shape, k.output_dtype(o));
-      NX_CHECK(outputs[o].shape() == shape && outputs[o].dtype() == k.output_dtype(o) && outputs[o].is_contiguous(),
-               name_, ": output ", o, " must be a contiguous ", dtype_name(k.output_dtype(o)), " tensor of shape ",
-               shape_str(shape));
-      st.push_back(contiguous_strides(shape));
-    }
-    if (numel(shape) == 0) return outputs;
-    Space sp;
-    sp.strides.resize(st.size());
-    merge_into(sp, shape, st, 0, shape.size());
-    const int64_t n = sp.shape.back();
-    std::vector<int64_t> inner;
-    const std::vector<Access> access = inner_access(sp, nin, n, inner);
-    Fn fn = variant(access);
-    std::vector<char*> base;
-    for (size_t i = 0; i < nin; ++i) base.push_back(static_cast<char*>(inputs[i].raw_data()));
-    for (const Tensor& t : outputs) base.push_back(static_cast<char*>(t.raw_data()));
-    std::vector<int64_t> isz;
-    for (size_t i = 0; i < nin; ++i) isz.push_back(itemsize(k.inputs[i]));
-    for (size_t o = 0; o < outputs.size(); ++o) isz.push_back(itemsize(k.output_dtype(o)));
-    auto call = [&](const std::vector<int64_t>& off, int64_t len) {
-      std::vector<char*> p(base.size());
-      for (size_t j = 0; j < p.size(); ++j) p[j] = base[j] + off[j] * isz[j];
-      if (fn) reinterpret_cast<ElemFn>(fn)(p.data(), inner.data(), len, consts.data());
-      else interp_elementwise(k, access, p.data(), inner.data(), len, consts.data());
-    };
-    const size_t nd = sp.shape.size();
-    int64_t rows = 1;
-    for (size_t d = 0; d + 1 < nd; ++d) rows *= sp.shape[d];
-    if (rows == 1) {
-      parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
-        std::vector<int64_t> off(base.size());
-        for (size_t j = 0; j < off.size(); ++j) off[j] = b * sp.strides[j].back();
-        call(off, e - b);
-      });
-    } else {
-      parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / n), [&](int64_t rb, int64_t re) {
-        std::vector<int64_t> off(base.size());
-        for (int64_t r = rb; r < re; ++r) {
-          row_offsets(sp, r, nd - 1, off);
-          call(off, n);
-        }
-      });
-    }
-    return outputs;
+std::vector<Tensor> Program::run_elementwise(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
+                                             const Shape& shape, std::vector<std::vector<int64_t>> st) {
+  const FusedKernel& k = kernel_;
+  std::vector<Tensor> outputs;
+  for (size_t o = 0; o < k.num_outputs(); ++o) {
+    outputs.push_back(Tensor::empty(shape, k.output_dtype(o)));
+    st.push_back(contiguous_strides(shape));
   }
-
-  const Reduction& red = k.reduce;
-  NX_CHECK(int64_t(shape.size()) == k.ndim, name_, ": the kernel reduces a rank-", k.ndim,
-           " iteration shape, the inputs broadcast to ", shape_str(shape));
-  if (k.has_side_outputs()) return run_rows(inputs, consts, shape, std::move(st), std::move(outputs));
-
-  // ---- reduction: keep dims first, reduced dims last (each group merged on its own) ----
-  std::vector<int64_t> axes = red.axes;
-  if (axes.empty())
-    for (int64_t d = 0; d < k.ndim; ++d) axes.push_back(d);
-  Shape pshape, out_shape;
-  std::vector<std::vector<int64_t>> pst(nin);
-  std::vector<size_t> order;
-  for (int64_t d = 0; d < k.ndim; ++d) {
-    bool r = std::binary_search(axes.begin(), axes.end(), d);
-    if (!r) order.push_back(size_t(d));
-    if (!r) out_shape.push_back(shape[d]);
-    else if (red.keepdims) out_shape.push_back(1);
-  }
-  const size_t nkeep = order.size();
-  for (int64_t a : axes) order.push_back(size_t(a));
-  for (size_t d : order) {
-    pshape.push_back(shape[d]);
-    for (size_t i = 0; i < nin; ++i) pst[i].push_back(st[i][d]);
-  }
-  if (outputs[0].defined())
-    NX_CHECK(outputs[0].shape() == out_shape && outputs[0].dtype() == red.dtype && outputs[0].is_contiguous(),
-             name_, ": output must be a contiguous ", dtype_name(red.dtype), " tensor of shape ", shape_str(out_shape));
-  else
-    outputs[0] = Tensor::empty(out_shape, red.dtype);
-  const Tensor& out = outputs[0];
-  int64_t O = 1, count = 1;
-  for (size_t d = 0; d < nkeep; ++d) O *= pshape[d];
-  for (size_t d = nkeep; d < pshape.size(); ++d) count *= pshape[d];
-  if (O == 0) return outputs;
-  const DType reg = k.instrs[size_t(red.reg)].dtype;
-  if (count == 0) {
-    NX_CHECK(red.kind == ReduceOp::Sum || red.kind == ReduceOp::Mean, name_, ": ", reduce_op_name(red.kind),
-             " over a zero-size axis has no identity; reduce over non-empty axes");
-    for (int64_t o = 0; o < O; ++o) store_reduced(out, o, red, reg, is_floating(reg) ? Acc{0.0} : Acc{.i = 0}, 0);
-    return outputs;
-  }
-  Space keep, rsp;
-  keep.strides.resize(nin);
-  rsp.strides.resize(nin);
-  merge_into(keep, pshape, pst, 0, nkeep);
-  merge_into(rsp, pshape, pst, nkeep, pshape.size());
-  const int64_t n = rsp.shape.back();
-  const int64_t rows_per_out = count / n;
-  std::vector<int64_t> inner;
-  const std::vector<Access> access = inner_access(rsp, nin, n, inner);
-  Fn fn = variant(access);
-  const int64_t chunks = (n + kern::kChunk - 1) / kern::kChunk;
-  const int64_t per_out = rows_per_out * chunks;
-  std::vector<Acc> partial(size_t(O * per_out));
-  std::vector<int64_t> isz;
-  for (size_t i = 0; i < nin; ++i) isz.push_back(itemsize(k.inputs[i]));
-  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::min(n, kern::kChunk));
-  parallel_for(O * per_out, grain, [&](int64_t b, int64_t e) {
-    std::vector<int64_t> ko(nin), ro(nin);
-    std::vector<char*> p(nin);
-    for (int64_t item = b; item < e; ++item) {
-      const int64_t o = item / per_out, row = (item % per_out) / chunks, ch = item % chunks;
-      row_offsets(keep, o, keep.shape.size(), ko);
-      row_offsets(rsp, row, rsp.shape.size() - 1, ro);
-      for (size_t i = 0; i < nin; ++i)
-        p[i] = static_cast<char*>(inputs[i].raw_data()) + (ko[i] + ro[i] + ch * kern::kChunk * inner[i]) * isz[i];
-      const int64_t len = std::min(kern::kChunk, n - ch * kern::kChunk);
-      if (fn) reinterpret_cast<ReduceFn>(fn)(p.data(), inner.data(), len, consts.data(), &partial[size_t(item)]);
-      else interp_reduce(k, access, p.data(), inner.data(), len, consts.data(), &partial[size_t(item)]);
-    }
-  });
-  const bool sum = red.kind == ReduceOp::Sum || red.kind == ReduceOp::Mean;
-  const bool fl = is_floating(reg);
-  for (int64_t o = 0; o < O; ++o) {
-    const Acc* part = &partial[size_t(o * per_out)];
-    Acc a = part[0];
-    for (int64_t j = 1; j < per_out; ++j) {
-      if (sum) fl ? (void)(a.f += part[j].f) : (void)(a.i += part[j].i);
-      else if (fl) a.f = red.kind == ReduceOp::Max ? kern::pick_max(a.f, part[j].f) : kern::pick_min(a.f, part[j].f);
-      else a.i = red.kind == ReduceOp::Max ? std::max(a.i, part[j].i) : std::min(a.i, part[j].i);
-    }
-    store_reduced(out, o, red, reg, a, count);
+  if (numel(shape) == 0) return outputs;
+  Space sp;
+  sp.strides.resize(st.size());
+  merge_into(sp, shape, st, 0, shape.size());
+  const int64_t n = sp.shape.back();
+  Variant v = inner_access(sp, inputs.size(), n);
+  v.fn = variant(v.access);
+  const Operands args = operands(inputs, outputs);
+  auto call = [&](const std::vector<int64_t>& off, int64_t len) {
+    std::vector<char*> p(args.base.size());
+    for (size_t j = 0; j < p.size(); ++j) p[j] = args.base[j] + off[j] * args.isz[j];
+    if (v.fn) reinterpret_cast<ElemFn>(v.fn)(p.data(), v.inner.data(), len, consts.data());
+    else interp_elementwise(k, v.access, p.data(), v.inner.data(), len, consts.data());
+  };
+  const size_t nd = sp.shape.size();
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < nd; ++d) rows *= sp.shape[d];
+  if (rows == 1) {
+    parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> off(args.base.size());
+      for (size_t j = 0; j < off.size(); ++j) off[j] = b * sp.strides[j].back();
+      call(off, e - b);
+    });
+  } else {
+    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / n), [&](int64_t rb, int64_t re) {
+      std::vector<int64_t> off(args.base.size());
+      for (int64_t r = rb; r < re; ++r) {
+        row_offsets(sp, r, nd - 1, off);
+        call(off, n);
+      }
+    });
   }
   return outputs;
 }
 
+// Keep dims first, reduced dims last; partial sums per chunk, combined in a fixed order.
+std::vector<Tensor> Program::run_reduce(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
+                                        const Shape& shape, const std::vector<std::vector<int64_t>>& st) {
+  const Reduction& red = kernel_.reduce;
+  const ReduceSpace rs = reduce_space(red, shape, st);
+  std::vector<Tensor> outputs{Tensor::empty(rs.out_shape, red.dtype)};
+  if (rs.outer == 0) return outputs;
+  const DType reg = kernel_.instrs[size_t(red.reg)].dtype;
+  if (rs.count == 0) {
+    NX_CHECK(red.kind == ReduceOp::Sum || red.kind == ReduceOp::Mean, name_, ": ", reduce_op_name(red.kind),
+             " over a zero-size axis has no identity; reduce over non-empty axes");
+    for (int64_t o = 0; o < rs.outer; ++o)
+      store_reduced(outputs[0], o, red, reg, is_floating(reg) ? Acc{0.0} : Acc{.i = 0}, 0);
+    return outputs;
+  }
+  const int64_t n = rs.reduced.shape.back();
+  Variant v = inner_access(rs.reduced, inputs.size(), n);
+  v.fn = variant(v.access);
+  const int64_t chunks = (n + kern::kChunk - 1) / kern::kChunk;
+  const int64_t per_out = rs.count / n * chunks;
+  const std::vector<Acc> partial = reduce_chunks(kernel_, v, rs, operands(inputs, {}), consts, chunks, per_out);
+  for (int64_t o = 0; o < rs.outer; ++o)
+    store_reduced(outputs[0], o, red, reg, combine(red, reg, &partial[size_t(o * per_out)], per_out), rs.count);
+  return outputs;
+}
+
 std::vector<Tensor> Program::run_rows(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
-                                      const Shape& shape, std::vector<std::vector<int64_t>> st,
-                                      std::vector<Tensor> outputs) {
+                                      const Shape& shape, std::vector<std::vector<int64_t>> st) {
   const FusedKernel& k = kernel_;
   const Reduction& red = k.reduce;
   const size_t nin = inputs.size(), nside = k.outputs.size(), lead = red.axes.size();
+  std::vector<Tensor> outputs;
+  for (size_t o = 0; o < nside; ++o) {
+    outputs.push_back(Tensor::empty(shape, k.output_dtype(o)));
+    st.push_back(contiguous_strides(shape));
+  }
   Shape out_shape(red.keepdims ? lead : 0, 1);
   out_shape.insert(out_shape.end(), shape.begin() + int64_t(lead), shape.end());
-  for (size_t o = 0; o <= nside; ++o) {
-    const Shape& want = o < nside ? shape : out_shape;
-    const DType t = k.output_dtype(o);
-    if (!outputs[o].defined()) outputs[o] = Tensor::empty(want, t);
-    NX_CHECK(outputs[o].shape() == want && outputs[o].dtype() == t && outputs[o].is_contiguous(), name_,
-             ": output ", o, " must be a contiguous ", dtype_name(t), " tensor of shape ", shape_str(want));
-    if (o < nside) st.push_back(contiguous_strides(shape));
-  }
+  outputs.push_back(Tensor::empty(out_shape, k.output_dtype(nside)));
   const Tensor& out = outputs[nside];
   const int64_t rows = numel(Shape(shape.begin(), shape.begin() + int64_t(lead)));
   const int64_t cols = out.numel();
@@ -345,49 +421,20 @@ std::vector<Tensor> Program::run_rows(const std::vector<Tensor>& inputs, const s
   std::vector<double> acc_d(size_t(dbl ? cols : 0));
   std::vector<float> acc_f(size_t(dbl ? 0 : cols));
   if (rows > 0) {
-    Space rsp, keep;
-    rsp.strides.resize(st.size());
-    keep.strides.resize(st.size());
-    merge_into(rsp, shape, st, 0, lead);
-    merge_into(keep, shape, st, lead, shape.size());
-    const int64_t n = keep.shape.back();
+    ReduceSpace rs;  // the leading dims are reduced, the rest kept
+    rs.outer = cols;
+    rs.count = rows;
+    rs.reduced.strides.resize(st.size());
+    rs.keep.strides.resize(st.size());
+    merge_into(rs.reduced, shape, st, 0, lead);
+    merge_into(rs.keep, shape, st, lead, shape.size());
+    const int64_t n = rs.keep.shape.back();
     for (size_t o = 0; o < nside; ++o)
-      NX_ASSERT(n == 1 || keep.strides[nin + o].back() == 1, "side outputs are contiguous along the kept dims");
-    std::vector<int64_t> inner;
-    const std::vector<Access> access = inner_access(keep, nin, n, inner);
-    Fn fn = variant(access);
-    std::vector<char*> base;
-    std::vector<int64_t> isz;
-    for (size_t i = 0; i < nin; ++i) {
-      base.push_back(static_cast<char*>(inputs[i].raw_data()));
-      isz.push_back(itemsize(k.inputs[i]));
-    }
-    for (size_t o = 0; o < nside; ++o) {
-      base.push_back(static_cast<char*>(outputs[o].raw_data()));
-      isz.push_back(itemsize(k.output_dtype(o)));
-    }
-    // Tasks: blocks of columns (of the innermost kept run), each over every row in order. Wide
-    // blocks (one per thread) keep each row's reads long and contiguous; a narrow block walking
-    // many rows would touch a new page per call.
-    const int64_t per_thread = (n + num_threads() - 1) / num_threads();
-    const int64_t block = std::min(n, std::max<int64_t>({64, per_thread, kElementwiseGrain / rows}));
-    const int64_t blocks = (n + block - 1) / block, outer = cols / n;
-    parallel_for(outer * blocks, 1, [&](int64_t b, int64_t e) {
-      std::vector<int64_t> ko(base.size()), ro(base.size());
-      std::vector<char*> p(base.size());
-      for (int64_t task = b; task < e; ++task) {
-        const int64_t o = task / blocks, j0 = (task % blocks) * block, len = std::min(block, n - j0);
-        row_offsets(keep, o, keep.shape.size() - 1, ko);
-        void* acc = dbl ? static_cast<void*>(&acc_d[size_t(o * n + j0)]) : static_cast<void*>(&acc_f[size_t(o * n + j0)]);
-        for (int64_t r = 0; r < rows; ++r) {
-          row_offsets(rsp, r, rsp.shape.size(), ro);
-          for (size_t j = 0; j < p.size(); ++j)
-            p[j] = base[j] + (ko[j] + ro[j] + j0 * (j < nin ? inner[j] : 1)) * isz[j];
-          if (fn) reinterpret_cast<RowFn>(fn)(p.data(), inner.data(), len, consts.data(), acc, r == 0);
-          else interp_reduce_row(k, access, p.data(), inner.data(), len, consts.data(), acc, r == 0);
-        }
-      }
-    });
+      NX_ASSERT(n == 1 || rs.keep.strides[nin + o].back() == 1, "side outputs are contiguous along the kept dims");
+    Variant v = inner_access(rs.keep, nin, n);
+    v.fn = variant(v.access);
+    void* acc = dbl ? static_cast<void*>(acc_d.data()) : static_cast<void*>(acc_f.data());
+    reduce_rows(k, v, rs, operands(inputs, {outputs.data(), nside}), consts, acc, dbl ? sizeof(double) : sizeof(float));
   }
   for (int64_t o = 0; o < cols; ++o)
     store_reduced(out, o, red, reg, Acc{rows ? (dbl ? acc_d[size_t(o)] : double(acc_f[size_t(o)])) : 0.0}, rows);

@@ -2,8 +2,8 @@
 // time, picks the variant for the inputs' innermost-dimension access (compiled once per variant
 // through the cache, or interpreted), and splits the work over the thread pool.
 //
-// This is the entry point for anything that runs fused kernels (nx.jit today, the engine's
-// executor next): get_program(lower(graph, group)) once, then program->run(inputs, consts).
+// This is the entry point for anything that runs fused kernels (the engine's executor, which runs
+// nx.jit traces too): get_program(lower(graph, group)) once, then program->run(inputs, consts).
 #pragma once
 
 #include <map>
@@ -33,10 +33,8 @@ class Program {
   const std::string& name() const { return name_; }
 
   // Runs on `inputs` (any strides; shapes broadcast to the iteration shape) with the constant
-  // slot values `consts`. `outputs` may hold preallocated contiguous tensors of the right shape
-  // and dtype (an engine's planned buffers); empty or undefined entries are allocated.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
-                          std::vector<Tensor> outputs = {});
+  // slot values `consts`; returns the kernel's outputs, contiguous.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<double>& consts);
 
   // The source of the variant for `access` (all Contig when empty), in `d`.
   std::string source(Dialect d, std::vector<Access> access = {}) const;
@@ -47,10 +45,15 @@ class Program {
  private:
   using Fn = void*;
   Fn variant(const std::vector<Access>& access);  // nullptr: interpret
+  Shape iteration_shape(const std::vector<Tensor>& inputs, const std::vector<double>& consts) const;
+  // The three kinds of kernel, on the iteration shape and each input's strides over it.
+  std::vector<Tensor> run_elementwise(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
+                                      const Shape& shape, std::vector<std::vector<int64_t>> st);
+  std::vector<Tensor> run_reduce(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
+                                 const Shape& shape, const std::vector<std::vector<int64_t>>& st);
   // A reduction with side outputs (a floating sum or mean over leading axes), row by row.
   std::vector<Tensor> run_rows(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
-                               const Shape& shape, std::vector<std::vector<int64_t>> st,
-                               std::vector<Tensor> outputs);
+                               const Shape& shape, std::vector<std::vector<int64_t>> st);
 
   FusedKernel kernel_;
   std::string name_;

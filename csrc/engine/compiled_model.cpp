@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "engine/executor.h"
+#include "graph/passes/passes.h"
 #include "ops/ops.h"
 #include "tensor/tape.h"
 
@@ -24,16 +25,9 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
   const int all = int(g_.nodes().size());
   // After autodiff, so the values backward reads count as the groups' outputs.
   if (fuse) fusion_ = std::make_unique<Fusion>(g_, g_.forward_end);
-  train_run_ = graph::live_nodes(g_, roots, all);
-  predict_run_ = graph::live_nodes(g_, {g_.output}, g_.forward_end);
-  loss_run_ = graph::live_nodes(g_, {g_.loss}, g_.forward_end);
-  train_last_ = results_last_use(train_run_);
-  predict_last_ = results_last_use(predict_run_);
-  loss_last_ = results_last_use(loss_run_);
-  record_.assign(size_t(all), false);
-  for (const auto& n : g_.nodes())
-    if (n.kind == OpKind::Grad && train_run_[size_t(n.ref)]) record_[size_t(n.ref)] = true;
-  no_record_.assign(size_t(all), false);
+  train_ = schedule(roots, all, /*tapes=*/true);
+  predict_ = schedule({g_.output}, g_.forward_end, /*tapes=*/false);
+  loss_ = schedule({g_.loss}, g_.forward_end, /*tapes=*/false);
   grads_.resize(params_.size());
   // A gradient is final once its producer has run: values are written once. A producer inside
   // a fused group runs when the group's last member does.
@@ -42,30 +36,30 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
     const int v = g_.param_grads[i];
     if (v < 0) continue;
     int at = g_.value(v).producer;
-    const int group = fusion_ ? fusion_->group_of[size_t(at)] : -1;
-    if (group >= 0 && fusion_->usable(group, train_run_))
-      at = fusion_->fused.groups[size_t(group)].group.nodes.back();
+    const int group = running_group(fusion_.get(), train_, size_t(at));
+    if (group >= 0) at = fusion_->fused.groups[size_t(group)].group.nodes.back();
     grads_final_at_[size_t(at)].push_back(i);
   }
 }
 
-std::vector<int> CompiledModel::results_last_use(const std::vector<bool>& run) const {
+// The pass over the nodes [0, end) that `roots` need; it keeps every result a caller may read.
+Schedule CompiledModel::schedule(const std::vector<int>& roots, int end, bool tapes) const {
   std::vector<int> keep = g_.param_grads;
   keep.insert(keep.end(), {g_.output, g_.loss});
-  return last_uses(g_, fusion_.get(), run, keep);
+  return Schedule(g_, fusion_.get(), graph::live_nodes(g_, roots, end), keep, tapes);
 }
 
 CompiledModel::Traffic CompiledModel::step_traffic(int64_t batch) const {
   Traffic t;
   for (size_t i = 0; i < g_.nodes().size(); ++i) {
     const graph::Node& n = g_.nodes()[i];
-    if (!train_run_[i] || n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer ||
+    if (!train_.run[i] || n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer ||
         n.kind == OpKind::Const)
       continue;
     const int64_t b = g_.node_bytes(n, batch);
     t.unfused += b;
-    const int group = fusion_ ? fusion_->group_of[i] : -1;
-    if (group < 0 || !fusion_->usable(group, train_run_)) {
+    const int group = running_group(fusion_.get(), train_, i);
+    if (group < 0) {
       t.fused += b;
     } else if (int(i) == fusion_->fused.groups[size_t(group)].group.nodes.back()) {
       t.fused += graph::fused_bytes(g_, fusion_->fused.groups[size_t(group)].group, batch);
@@ -90,7 +84,7 @@ double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const G
   ex.set(g_.inputs[1], y);
   autograd::NoGradGuard outer;  // only the per-node tapes record (Executor enables them locally)
   autograd::set_grad_enabled(true);
-  ex.run(0, g_.nodes().size(), train_run_, train_last_, record_, /*training=*/true);
+  ex.run(0, g_.nodes().size(), train_, /*training=*/true);
   autograd::set_grad_enabled(false);
   for (size_t i = 0; i < params_.size(); ++i) {
     grads_[i] = g_.param_grads[i] >= 0 ? ex.get(g_.param_grads[i]) : Tensor();
@@ -133,7 +127,7 @@ Tensor CompiledModel::predict(const Tensor& x) {
   bind_state(ex);
   ex.set(g_.inputs[0], x);
   autograd::NoGradGuard no_grad;
-  ex.run(0, size_t(g_.forward_end), predict_run_, predict_last_, no_record_, /*training=*/false);
+  ex.run(0, size_t(g_.forward_end), predict_, /*training=*/false);
   return ex.get(g_.output);
 }
 
@@ -143,7 +137,7 @@ double CompiledModel::evaluate_loss(const Tensor& x, const Tensor& y) {
   ex.set(g_.inputs[0], x);
   ex.set(g_.inputs[1], y);
   autograd::NoGradGuard no_grad;
-  ex.run(0, size_t(g_.forward_end), loss_run_, loss_last_, no_record_, /*training=*/false);
+  ex.run(0, size_t(g_.forward_end), loss_, /*training=*/false);
   Tensor loss = ops::astype(ex.get(g_.loss), DType::Float64);
   return *loss.data<double>();
 }

@@ -9,7 +9,6 @@
 #include "graph/ir.h"
 #include "engine/executor.h"
 #include "engine/grad_reducer.h"
-#include "graph/passes/passes.h"
 #include "ops/optim.h"
 
 namespace nexus::engine {
@@ -43,7 +42,7 @@ class CompiledModel {
   const std::vector<Tensor>& grads() const { return grads_; }
   const graph::Graph& graph() const { return g_; }
   const Fusion* fusion() const { return fusion_.get(); }
-  graph::MemoryPlan memory_plan(int64_t batch) const { return graph::plan_memory(g_, train_run_, batch); }
+  MemoryStats memory_stats(int64_t batch) const { return engine::memory_stats(g_, fusion_.get(), train_, batch); }
 
   // The memory traffic of one training step at `batch`: the bytes every op reads and writes
   // when each runs on its own, and when fused groups read their inputs and write their outputs
@@ -56,13 +55,12 @@ class CompiledModel {
  private:
   void bind_state(Executor& ex) const;
   double reduced_forward_backward(const Tensor& x, const Tensor& y, GradReducer& reducer);
-  std::vector<int> results_last_use(const std::vector<bool>& run) const;
+  Schedule schedule(const std::vector<int>& roots, int end, bool tapes) const;
 
   graph::Graph g_;
   std::unique_ptr<Fusion> fusion_;
   std::vector<Tensor> params_, buffers_, grads_;
-  std::vector<bool> train_run_, predict_run_, loss_run_, record_, no_record_;
-  std::vector<int> train_last_, predict_last_, loss_last_;
+  Schedule train_, predict_, loss_;
   std::vector<std::vector<size_t>> grads_final_at_;  // per node: params whose gradient it ends
 };
 

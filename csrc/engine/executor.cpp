@@ -130,26 +130,61 @@ Fusion::Fusion(const graph::Graph& g, int forward_end) : group_of(g.nodes().size
   index();
 }
 
-std::vector<int> last_uses(const graph::Graph& g, const Fusion* fusion, const std::vector<bool>& run,
-                           const std::vector<int>& keep) {
-  std::vector<int> last = graph::last_uses(g, run);
-  // A fused group reads its members' inputs when it runs: at its last member.
+Schedule::Schedule(const graph::Graph& g, const Fusion* fusion, std::vector<bool> run_nodes,
+                   const std::vector<int>& keep, bool tapes)
+    : run(std::move(run_nodes)), last(graph::last_uses(g, run)), record(g.nodes().size(), false) {
   if (fusion)
-    for (size_t k = 0; k < fusion->fused.groups.size(); ++k) {
-      if (!fusion->usable(int(k), run)) continue;
-      const std::vector<int>& members = fusion->fused.groups[k].group.nodes;
+    for (const codegen::FusedGroup& fg : fusion->fused.groups) {
+      const std::vector<int>& members = fg.group.nodes;
+      fused.push_back(std::all_of(members.begin(), members.end(), [&](int m) { return run[size_t(m)]; }));
+      if (!fused.back()) continue;
+      // A fused group reads its members' inputs when it runs: at its last member.
       for (int m : members)
         for (int v : g.nodes()[size_t(m)].inputs) last[size_t(v)] = std::max(last[size_t(v)], members.back());
     }
   for (int v : keep)
     if (v >= 0) last[size_t(v)] = INT_MAX;
-  return last;
+  if (tapes)
+    for (const Node& n : g.nodes())
+      if (n.kind == OpKind::Grad && run[size_t(n.ref)]) record[size_t(n.ref)] = true;
 }
 
-bool Fusion::usable(int group, const std::vector<bool>& run) const {
-  for (int m : fused.groups[size_t(group)].group.nodes)
-    if (!run[size_t(m)]) return false;
-  return true;
+int running_group(const Fusion* fusion, const Schedule& s, size_t i) {
+  const int group = fusion ? fusion->group_of[i] : -1;
+  return group >= 0 && s.fused[size_t(group)] ? group : -1;
+}
+
+MemoryStats memory_stats(const graph::Graph& g, const Fusion* fusion, const Schedule& s, int64_t batch) {
+  MemoryStats m;
+  m.batch = batch;
+  std::vector<bool> is_grad(g.values().size(), false);
+  for (int v : g.param_grads)
+    if (v >= 0) is_grad[size_t(v)] = true;
+  std::vector<int64_t> freed_after(g.nodes().size(), 0);
+  int64_t live = 0;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (!s.run[i] || n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer) continue;
+    const int group = running_group(fusion, s, i);
+    const graph::FusionGroup* fg = group >= 0 ? &fusion->fused.groups[size_t(group)].group : nullptr;
+    if (fg && int(i) != fg->nodes.back()) continue;  // a group writes its outputs at its last member
+    for (int v : fg ? fg->outputs : n.outputs) {
+      if (v < 0) continue;
+      const int64_t bytes = g.value_bytes(v, batch);
+      if (is_grad[size_t(v)]) {
+        m.grad_bytes += bytes;
+        continue;
+      }
+      m.total_bytes += bytes;
+      live += bytes;
+      // A value nothing reads (last -1) stays, like a kept one, until the pass ends.
+      const int end = s.last[size_t(v)];
+      if (end >= 0 && end != INT_MAX) freed_after[size_t(std::max(end, int(i)))] += bytes;
+    }
+    m.peak_bytes = std::max(m.peak_bytes, live);
+    live -= freed_after[i];
+  }
+  return m;
 }
 
 Executor::Executor(const graph::Graph& g, const Fusion* fusion)
@@ -161,23 +196,20 @@ Executor::Executor(const graph::Graph& g, const Fusion* fusion)
   }
 }
 
-void Executor::run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last,
-                   const std::vector<bool>& record, bool training) {
-  std::vector<bool> fused(fusion_ ? fusion_->fused.groups.size() : 0);  // which groups run whole
-  for (size_t k = 0; k < fused.size(); ++k) fused[k] = fusion_->usable(int(k), run);
+void Executor::run(size_t begin, size_t end, const Schedule& s, bool training) {
   for (size_t i = begin; i < end; ++i) {
-    if (!run[i]) continue;
+    if (!s.run[i]) continue;
     const Node& n = g_.nodes()[i];
-    const int group = fusion_ ? fusion_->group_of[i] : -1;
-    if (group >= 0 && fused[size_t(group)]) {
+    const int group = running_group(fusion_, s, i);
+    if (group >= 0) {
       const auto& members = fusion_->fused.groups[size_t(group)].group.nodes;
       if (int(i) != members.back()) continue;  // the group runs at its last member
       run_group(group);
-      for (int m : members) release_after(i, g_.nodes()[size_t(m)], last);
+      for (int m : members) release_after(i, g_.nodes()[size_t(m)], s.last);
     } else {
       if (n.kind == OpKind::Grad) backward(i);
-      else forward(i, record[i], training);
-      release_after(i, n, last);
+      else forward(i, s.record[i], training);
+      release_after(i, n, s.last);
     }
     if (after_node) after_node(i);
   }

@@ -2,6 +2,7 @@
 // local tape its forward node recorded (so every rule comes from ops/derivatives.cpp).
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -21,18 +22,42 @@ struct Fusion {
   Fusion(const graph::Graph& g, int forward_end);
   // A graph without a backward (an nx.jit trace): one partition for the values `roots` need.
   Fusion(const graph::Graph& g, const std::vector<int>& roots);
-  // The group runs fused only when every member is in `run` (a subset pass, such as predict,
-  // may need only part of a group: its members then run one by one).
-  bool usable(int group, const std::vector<bool>& run) const;
 
  private:
   void index();  // drops one-op groups; fills group_of (sized by the constructor, all -1)
 };
 
-// When each value of a pass over the nodes in `run` can be freed: after its last reader, a fused
-// group counting as reading at its last member; the values in `keep` are never freed.
-std::vector<int> last_uses(const graph::Graph& g, const Fusion* fusion, const std::vector<bool>& run,
-                           const std::vector<int>& keep);
+// One kind of pass over a graph (a training step, predict, an nx.jit call), worked out once by
+// its owner and run by an Executor as often as it likes.
+struct Schedule {
+  std::vector<bool> run;     // per node: the node runs
+  std::vector<bool> fused;   // per group: runs as its kernel (every member is in `run`; a subset
+                             // pass such as predict may need part of a group: it runs node by node)
+  std::vector<int> last;     // per value: the node after which it is freed (a fused group reads
+                             // its inputs at its last member); INT_MAX: kept past the pass
+  std::vector<bool> record;  // per node: records the local tape its Grad node replays
+
+  Schedule() = default;
+  // keep: the pass's results. tapes: forward nodes in `run` that have a Grad node record.
+  Schedule(const graph::Graph& g, const Fusion* fusion, std::vector<bool> run, const std::vector<int>& keep,
+           bool tapes);
+};
+
+// The fused group node i runs in during the pass `s`, or -1 when it runs on its own.
+int running_group(const Fusion* fusion, const Schedule& s, size_t i);
+
+// The activation memory of the pass `s` at batch size `batch`, as the executor holds it: each
+// value a node writes (a fused group writes only its outputs) lives until it is freed after its
+// last reader (a kept value, or one nothing reads, until the pass ends). A Grad node reads the
+// activations its rule needs, so they count until it runs; what an op's tape saves besides its
+// inputs and output (a dropout mask, say), and kernels' scratch, are not counted.
+struct MemoryStats {
+  int64_t batch = 0;
+  int64_t peak_bytes = 0;   // the most activation bytes alive at once
+  int64_t total_bytes = 0;  // every activation in its own buffer (nothing freed)
+  int64_t grad_bytes = 0;   // parameter gradients (as large as the parameters; not activations)
+};
+MemoryStats memory_stats(const graph::Graph& g, const Fusion* fusion, const Schedule& s, int64_t batch);
 
 // n's inputs with an undefined tensor where n's attrs mark an optional input absent.
 std::vector<Tensor> with_absent(const graph::Node& n, std::vector<Tensor> present);
@@ -58,10 +83,11 @@ class Executor {
 
   void set(int value, Tensor t) { env_[size_t(value)] = std::move(t); }
   const Tensor& get(int value) const { return env_[size_t(value)]; }
+  // Drops every value, so the next pass starts from nothing (and holds no memory meanwhile).
+  void clear() { std::fill(env_.begin(), env_.end(), Tensor()); }
 
-  // Runs nodes [begin, end) where run[i]; frees each value after last[value].
-  void run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last,
-           const std::vector<bool>& record, bool training);
+  // Runs the nodes [begin, end) that `s` runs; frees each value after s.last[value].
+  void run(size_t begin, size_t end, const Schedule& s, bool training);
 
   // Called with node i's index once node i (or the fused group it closes) has run.
   std::function<void(size_t)> after_node;

@@ -11,16 +11,25 @@ TracedProgram::TracedProgram(graph::Graph g, std::vector<int> roots, bool fuse)
   for (int r : roots_)
     NX_CHECK(r >= 0 && size_t(r) < g_.values().size(), "traced program: root value ", r, " is not in the graph");
   if (fuse) fusion_ = std::make_unique<Fusion>(g_, roots_);
-  run_ = graph::live_nodes(g_, roots_, int(g_.nodes().size()));
-  last_ = last_uses(g_, fusion_.get(), run_, roots_);
-  record_.assign(g_.nodes().size(), false);
+  schedule_ = Schedule(g_, fusion_.get(), graph::live_nodes(g_, roots_, int(g_.nodes().size())), roots_,
+                       /*tapes=*/false);
 }
 
 std::vector<Tensor> TracedProgram::run(const std::vector<Tensor>& inputs) const {
   NX_CHECK(inputs.size() == g_.inputs.size(), "traced program: expected ", g_.inputs.size(), " inputs, got ",
            inputs.size());
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock) {
+    Executor own(g_, fusion_.get());
+    return run_on(own, inputs);
+  }
+  if (!executor_) executor_ = std::make_unique<Executor>(g_, fusion_.get());
+  return run_on(*executor_, inputs);
+}
+
+std::vector<Tensor> TracedProgram::run_on(Executor& ex, const std::vector<Tensor>& inputs) const {
   autograd::NoGradGuard no_grad;
-  Executor ex(g_, fusion_.get());
+  ex.clear();  // a call that failed part way leaves values behind
   for (size_t i = 0; i < inputs.size(); ++i) {
     const graph::Value& v = g_.value(g_.inputs[i]);
     // The rank, not the shape: a trace of shape-free ops serves every shape of its class.
@@ -30,10 +39,11 @@ std::vector<Tensor> TracedProgram::run(const std::vector<Tensor>& inputs) const 
              shape_str(inputs[i].shape()));
     ex.set(g_.inputs[i], inputs[i]);
   }
-  ex.run(0, g_.nodes().size(), run_, last_, record_, /*training=*/false);
+  ex.run(0, g_.nodes().size(), schedule_, /*training=*/false);
   std::vector<Tensor> out;
   out.reserve(roots_.size());
   for (int r : roots_) out.push_back(ex.get(r));
+  ex.clear();  // between calls the executor holds no memory
   return out;
 }
 

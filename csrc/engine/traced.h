@@ -3,6 +3,8 @@
 // after their last use, one native call per function call.
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "engine/executor.h"
@@ -20,15 +22,19 @@ class TracedProgram {
 
   const graph::Graph& graph() const { return g_; }
   const Fusion* fusion() const { return fusion_.get(); }
-  const std::vector<bool>& live() const { return run_; }
+  const std::vector<bool>& live() const { return schedule_.run; }
 
  private:
   graph::Graph g_;
   std::vector<int> roots_;
   std::unique_ptr<Fusion> fusion_;
-  std::vector<bool> run_;       // the nodes the roots depend on
-  std::vector<int> last_;       // per value: the node after which it is freed
-  std::vector<bool> record_;    // nothing records a tape (nx.jit refuses inputs that need grad)
+  Schedule schedule_;  // the nodes the roots depend on; no tapes (nx.jit refuses inputs that need grad)
+  // One executor reused by every call (its tables are sized once); a call that finds it taken by
+  // another thread's call runs on an executor of its own.
+  mutable std::mutex mu_;
+  mutable std::unique_ptr<Executor> executor_;
+
+  std::vector<Tensor> run_on(Executor& ex, const std::vector<Tensor>& inputs) const;
 };
 
 }  // namespace nexus::engine

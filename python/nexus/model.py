@@ -255,10 +255,30 @@ class Model:
         return text
 
     def memory_stats(self, batch_size: int = 128) -> dict:
-        """Planned activation memory of one training step at ``batch_size``: ``peak_bytes`` with
-        liveness-based buffer reuse, ``total_bytes`` with every intermediate in its own buffer,
-        ``grad_bytes`` for the parameter gradients (kept apart: they are sized by the model)."""
-        return dict(self._native.memory_plan(int(batch_size)))
+        """Activation memory of one training step at ``batch_size``, as the executor holds it.
+
+        Each value a step writes (a fused kernel writes only its outputs) lives until it is freed
+        after its last reader; what an op's backward saves for itself and kernels' scratch are not
+        counted. The real allocations of this process are in ``nexus._C.alloc_stats()``.
+
+        Args:
+            batch_size: samples per step (a positive int).
+
+        Returns:
+            ``{"batch", "peak_bytes", "total_bytes", "grad_bytes"}``: ``peak_bytes`` is the most
+            activation bytes alive at once, ``total_bytes`` what every activation would take in a
+            buffer of its own, ``grad_bytes`` the parameter gradients (kept apart: they are sized
+            by the model, not the batch).
+
+        Raises:
+            ValueError: ``batch_size`` is not positive.
+
+        Example:
+            >>> per_sample = model.memory_stats(64)["peak_bytes"] / 64
+        """
+        if int(batch_size) < 1:
+            raise ValueError(f"memory_stats: batch_size must be a positive int, got {batch_size}")
+        return dict(self._native.memory_stats(int(batch_size)))
 
     def fusion_stats(self, batch_size: int = 128) -> dict:
         """What kernel fusion does to a training step (forward and backward) at ``batch_size``:

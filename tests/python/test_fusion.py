@@ -123,6 +123,37 @@ def test_other_threads_run_eagerly_while_a_function_is_traced():
     assert "input()" in graph and "capture" not in graph
 
 
+def test_calls_from_many_threads_at_once_each_get_their_own_result(rng):
+    # A traced function keeps one executor for its calls; calls that overlap it (the native call
+    # runs without the GIL) must neither share its values nor see another call's.
+    f = nx.jit(chain)
+    xs = [nx.tensor(rng.standard_normal(8).astype(np.float32)) for _ in range(8)]
+    refs = [chain(x).numpy() for x in xs]
+    f(xs[0])
+    wrong = []
+
+    def calls(k):
+        for _ in range(500):
+            if not np.array_equal(f(xs[k]).numpy(), refs[k]):
+                wrong.append(k)
+
+    workers = [threading.Thread(target=calls, args=(k,)) for k in range(len(xs))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert wrong == []
+    assert f.stats()["traces"] == 1
+
+
+def test_a_result_outlives_the_next_call(rng):
+    f = nx.jit(chain)
+    a, b = (nx.tensor(rng.standard_normal(50).astype(np.float32)) for _ in range(2))
+    first = f(a)
+    f(b)
+    np.testing.assert_array_equal(first.numpy(), chain(a).numpy())
+
+
 def test_inputs_that_require_grad_are_refused():
     x = nx.randn(3, requires_grad=True)
     with pytest.raises(ValueError, match="no_grad"):

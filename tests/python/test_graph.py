@@ -68,11 +68,30 @@ def test_any_batch_size_runs_on_one_compiled_graph():
         np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-5)
 
 
-def test_liveness_planning_keeps_peak_activation_memory_under_the_sum():
+def deep_mlp():
     g = GraphBuilder(seed=0)
-    g.input("x", Shape(128, 784)).dense(256, "relu").dense(256, "relu").dense(256, "relu").dense(10, "softmax")
-    stats = g.compile().memory_stats(128)
+    return g.input("x", Shape(128, 784)).dense(256, "relu").dense(256, "relu").dense(256, "relu").dense(10, "softmax")
+
+
+def test_freeing_after_the_last_reader_keeps_peak_activation_memory_under_the_sum():
+    stats = deep_mlp().compile().memory_stats(128)
     assert 0 < stats["peak_bytes"] < 0.5 * stats["total_bytes"]
+    assert stats["grad_bytes"] == 4 * (784 * 256 + 2 * 256 * 256 + 256 * 10 + 3 * 256 + 10)
+
+
+def test_memory_stats_count_what_the_executor_stores():
+    fused, unfused = (deep_mlp().compile(fusion=f).memory_stats(128) for f in (True, False))
+    # a fused kernel stores its outputs only, never the values between its ops
+    assert fused["total_bytes"] < unfused["total_bytes"]
+    assert fused["peak_bytes"] <= unfused["peak_bytes"]
+    half = deep_mlp().compile().memory_stats(64)
+    assert 0 < half["peak_bytes"] < fused["peak_bytes"]  # activations scale with the batch
+    assert half["grad_bytes"] == fused["grad_bytes"]  # gradients do not
+
+
+def test_memory_stats_refuse_a_batch_size_below_one():
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        deep_mlp().compile().memory_stats(0)
 
 
 def test_backward_is_generated_as_graph_nodes():

@@ -28,6 +28,203 @@ std::string node_label(const Graph& g, int i) {
   return s + ")";
 }
 
+// The groups being built, node by node, then turned into the plan's FusionGroups.
+class Partitioner {
+ public:
+  explicit Partitioner(const Graph& g) : g_(g), nodes_(g.nodes()), group_of_(nodes_.size(), -1) {}
+
+  void visit(int i);
+  std::vector<bool> used_outside(std::vector<int> roots) const;
+  void split_epilogues_read_outside(std::vector<bool>& used_outside);
+  FusionPlan finish(const std::vector<bool>& used_outside);
+
+ private:
+  int producer(int v) const { return g_.value(v).producer; }
+  bool is_const(int v) const {
+    const int p = producer(v);
+    return p >= 0 && nodes_[size_t(p)].kind == OpKind::Const;
+  }
+  int group_of_value(int v) const {
+    const int p = producer(v);
+    return p >= 0 ? group_of_[size_t(p)] : -1;
+  }
+  void add_elementwise(int i);
+  std::vector<int> joinable_groups(int i, const Shape& shape);
+  int merge_groups(const std::vector<int>& join, const Shape& shape);
+  void add_reduction(int i);
+  void close_groups_read_by(int i);
+  FusionGroup emit(size_t gi, const std::vector<bool>& used_outside) const;
+
+  const Graph& g_;
+  const std::vector<Node>& nodes_;
+  std::vector<Building> groups_;
+  std::vector<int> group_of_;  // per node
+  FusionPlan plan_;
+};
+
+void Partitioner::visit(int i) {
+  const Node& n = nodes_[size_t(i)];
+  if (is_fusable_elementwise(n.kind)) add_elementwise(i);
+  else if (n.kind == OpKind::Reduce && !n.inputs.empty()) add_reduction(i);
+  close_groups_read_by(i);
+}
+
+void Partitioner::add_elementwise(int i) {
+  const Shape& shape = g_.value(nodes_[size_t(i)].outputs[0]).shape;
+  const int target = merge_groups(joinable_groups(i, shape), shape);
+  groups_[size_t(target)].nodes.push_back(i);
+  group_of_[size_t(i)] = target;
+}
+
+// The open groups of `shape` that produce node i's inputs; a refusal for each other one.
+std::vector<int> Partitioner::joinable_groups(int i, const Shape& shape) {
+  std::vector<int> join;
+  for (int v : nodes_[size_t(i)].inputs) {
+    const int gi = group_of_value(v);
+    if (gi < 0 || is_const(v) || std::count(join.begin(), join.end(), gi)) continue;
+    const Building& b = groups_[size_t(gi)];
+    if (!b.open) {
+      plan_.refusals.push_back(str("cannot fuse ", node_label(g_, i), " with group ", gi, ": ",
+                                   b.reduced ? "the group ends in a reduction"
+                                             : "a value of the group is read by a node outside it first"));
+    } else if (b.shape != shape) {
+      plan_.refusals.push_back(str("cannot fuse ", node_label(g_, i), " with group ", gi, ": its shape ",
+                                   shape_str(shape), " differs from the group's ", shape_str(b.shape)));
+    } else {
+      join.push_back(gi);
+    }
+  }
+  return join;
+}
+
+// Merges the groups `join` into the first of them (a new group when there is none); returns it.
+int Partitioner::merge_groups(const std::vector<int>& join, const Shape& shape) {
+  if (join.empty()) {
+    groups_.push_back(Building{{}, true, false, true, shape});
+    return int(groups_.size()) - 1;
+  }
+  const int target = join[0];
+  for (size_t k = 1; k < join.size(); ++k) {
+    Building& o = groups_[size_t(join[k])];
+    for (int m : o.nodes) group_of_[size_t(m)] = target;
+    auto& t = groups_[size_t(target)].nodes;
+    t.insert(t.end(), o.nodes.begin(), o.nodes.end());
+    o.nodes.clear();
+    o.alive = false;
+  }
+  return target;
+}
+
+// A reduction closes the open group of its input's shape as its epilogue.
+void Partitioner::add_reduction(int i) {
+  const Node& n = nodes_[size_t(i)];
+  const int gi = group_of_value(n.inputs[0]);
+  if (gi < 0) return;
+  const Value& in = g_.value(n.inputs[0]);
+  const bool bool_extremum = in.dtype == DType::Bool && is_extremum(n.attrs.reduce);
+  Building& b = groups_[size_t(gi)];
+  if (b.open && b.shape == in.shape && !bool_extremum) {
+    b.nodes.push_back(i);
+    b.reduced = true;
+    b.open = false;
+    group_of_[size_t(i)] = gi;
+  } else {
+    plan_.refusals.push_back(str("cannot fuse ", node_label(g_, i), " into group ", gi, ": ",
+                                 bool_extremum ? "max/min of bool is not fused"
+                                               : "the group is closed or has another shape"));
+  }
+}
+
+// A read from outside closes the group that produced the value.
+void Partitioner::close_groups_read_by(int i) {
+  for (int v : nodes_[size_t(i)].inputs) {
+    const int gi = group_of_value(v);
+    if (gi >= 0 && gi != group_of_[size_t(i)]) groups_[size_t(gi)].open = false;
+  }
+}
+
+// Per value: read outside its group, or a root (`roots`, g.output, g.loss).
+std::vector<bool> Partitioner::used_outside(std::vector<int> roots) const {
+  if (g_.output >= 0) roots.push_back(g_.output);
+  if (g_.loss >= 0) roots.push_back(g_.loss);
+  std::vector<bool> used(g_.values().size(), false);
+  for (int v : roots) used[size_t(v)] = true;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (int v : nodes_[i].inputs) {
+      const int gi = group_of_value(v);
+      if (gi >= 0 && gi != group_of_[i]) used[size_t(v)] = true;
+    }
+  return used;
+}
+
+// A reduction epilogue is its group's only output, unless it is a floating sum or mean over
+// leading axes (a bias gradient): that kernel also stores the others, row by row. Any other
+// epilogue whose group has outside readers leaves the group (its input becomes an output).
+void Partitioner::split_epilogues_read_outside(std::vector<bool>& used_outside) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    Building& b = groups_[gi];
+    if (!b.alive || !b.reduced) continue;
+    const int red = b.nodes.back();
+    bool other = false;
+    for (int m : b.nodes)
+      if (m != red && used_outside[size_t(nodes_[size_t(m)].outputs[0])]) other = true;
+    const Node& rn = nodes_[size_t(red)];
+    const Value& in = g_.value(rn.inputs[0]);
+    if (!other || reduction_with_side_outputs(rn.attrs.reduce, in.dtype, rn.attrs.ints, int64_t(in.shape.size())))
+      continue;
+    plan_.refusals.push_back(str("cannot fuse ", node_label(g_, red), " into group ", gi,
+                                 ": other values of the group are used outside it (only a floating sum or mean "
+                                 "over leading axes also stores elementwise outputs)"));
+    b.nodes.pop_back();
+    b.reduced = false;
+    group_of_[size_t(red)] = -1;
+    used_outside[size_t(rn.inputs[0])] = true;
+  }
+}
+
+FusionPlan Partitioner::finish(const std::vector<bool>& used_outside) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    Building& b = groups_[gi];
+    if (!b.alive || b.nodes.empty()) continue;
+    std::sort(b.nodes.begin(), b.nodes.end());
+    FusionGroup fg = emit(gi, used_outside);
+    if (fg.outputs.empty()) continue;  // dead code: nothing reads it
+    plan_.groups.push_back(std::move(fg));
+  }
+  return std::move(plan_);
+}
+
+// Group gi's inputs, inlined constants, outputs, GEMM anchor and traffic.
+FusionGroup Partitioner::emit(size_t gi, const std::vector<bool>& used_outside) const {
+  const std::vector<int>& members = groups_[gi].nodes;
+  FusionGroup fg;
+  fg.nodes = members;
+  for (int m : members) {
+    const Node& n = nodes_[size_t(m)];
+    for (int v : n.inputs) {
+      if (is_const(v)) {
+        if (!std::count(fg.consts.begin(), fg.consts.end(), v)) fg.consts.push_back(v);
+        continue;
+      }
+      fg.bytes_unfused += g_.value_bytes(v, 1);
+      if (group_of_value(v) == int(gi) || std::count(fg.inputs.begin(), fg.inputs.end(), v)) continue;
+      fg.inputs.push_back(v);
+      fg.bytes_fused += g_.value_bytes(v, 1);
+      const int p = producer(v);
+      if (p >= 0 && m == members[0] &&
+          (nodes_[size_t(p)].kind == OpKind::MatMul || nodes_[size_t(p)].kind == OpKind::Conv2d))
+        fg.anchor = p;
+    }
+    const int out = n.outputs[0];
+    fg.bytes_unfused += g_.value_bytes(out, 1);
+    if (used_outside[size_t(out)]) {
+      fg.outputs.push_back(out);
+      fg.bytes_fused += g_.value_bytes(out, 1);
+    }
+  }
+  return fg;
+}
+
 }  // namespace
 
 bool is_fusable_elementwise(OpKind k) {
@@ -55,139 +252,13 @@ bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector
   return true;
 }
 
-FusionPlan partition(const Graph& g, const std::vector<int>& roots_in, int begin, int end) {
-  const auto& nodes = g.nodes();
-  if (end < 0) end = int(nodes.size());
-  FusionPlan plan;
-  std::vector<Building> groups;
-  std::vector<int> group_of(nodes.size(), -1);
-  auto producer = [&](int v) { return g.value(v).producer; };
-  auto is_const = [&](int v) { int p = producer(v); return p >= 0 && nodes[size_t(p)].kind == OpKind::Const; };
-  auto group_of_value = [&](int v) { int p = producer(v); return p >= 0 ? group_of[size_t(p)] : -1; };
-
-  for (int i = begin; i < end; ++i) {
-    const Node& n = nodes[size_t(i)];
-    if (is_fusable_elementwise(n.kind)) {
-      const Shape& shape = g.value(n.outputs[0]).shape;
-      std::vector<int> join;
-      for (int v : n.inputs) {
-        int gi = group_of_value(v);
-        if (gi < 0 || is_const(v) || std::count(join.begin(), join.end(), gi)) continue;
-        Building& b = groups[size_t(gi)];
-        if (!b.open) {
-          plan.refusals.push_back(str("cannot fuse ", node_label(g, i), " with group ", gi, ": ",
-                                      b.reduced ? "the group ends in a reduction" : "a value of the group is read by a node outside it first"));
-        } else if (b.shape != shape) {
-          plan.refusals.push_back(str("cannot fuse ", node_label(g, i), " with group ", gi, ": its shape ",
-                                      shape_str(shape), " differs from the group's ", shape_str(b.shape)));
-        } else {
-          join.push_back(gi);
-        }
-      }
-      int target;
-      if (join.empty()) {
-        target = int(groups.size());
-        groups.push_back(Building{{}, true, false, true, shape});
-      } else {
-        target = join[0];
-        for (size_t k = 1; k < join.size(); ++k) {  // merge the others into the first
-          Building& o = groups[size_t(join[k])];
-          for (int m : o.nodes) group_of[size_t(m)] = target;
-          auto& t = groups[size_t(target)].nodes;
-          t.insert(t.end(), o.nodes.begin(), o.nodes.end());
-          o.nodes.clear();
-          o.alive = false;
-        }
-      }
-      groups[size_t(target)].nodes.push_back(i);
-      group_of[size_t(i)] = target;
-    } else if (n.kind == OpKind::Reduce && !n.inputs.empty()) {
-      int gi = group_of_value(n.inputs[0]);
-      const Value& in = g.value(n.inputs[0]);
-      const bool bool_extremum = in.dtype == DType::Bool && is_extremum(n.attrs.reduce);
-      if (gi >= 0 && groups[size_t(gi)].open && groups[size_t(gi)].shape == in.shape && !bool_extremum) {
-        groups[size_t(gi)].nodes.push_back(i);
-        groups[size_t(gi)].reduced = true;
-        groups[size_t(gi)].open = false;
-        group_of[size_t(i)] = gi;
-      } else if (gi >= 0) {
-        plan.refusals.push_back(str("cannot fuse ", node_label(g, i), " into group ", gi, ": ",
-                                    bool_extremum ? "max/min of bool is not fused" : "the group is closed or has another shape"));
-      }
-    }
-    // A read from outside closes the group that produced the value.
-    for (int v : n.inputs) {
-      int gi = group_of_value(v);
-      if (gi >= 0 && gi != group_of[size_t(i)]) groups[size_t(gi)].open = false;
-    }
-  }
-
-  // Which values are read outside their group (or are roots).
-  std::vector<int> roots = roots_in;
-  if (g.output >= 0) roots.push_back(g.output);
-  if (g.loss >= 0) roots.push_back(g.loss);
-  std::vector<bool> used_outside(g.values().size(), false);
-  for (int v : roots) used_outside[size_t(v)] = true;
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (int v : nodes[i].inputs) {
-      int gi = group_of_value(v);
-      if (gi >= 0 && gi != group_of[i]) used_outside[size_t(v)] = true;
-    }
-  // A reduction epilogue is its group's only output, unless it is a floating sum or mean over
-  // leading axes (a bias gradient): that kernel also stores the others, row by row.
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    Building& b = groups[gi];
-    if (!b.alive || !b.reduced) continue;
-    int red = b.nodes.back();
-    bool other = false;
-    for (int m : b.nodes)
-      if (m != red && used_outside[size_t(nodes[size_t(m)].outputs[0])]) other = true;
-    const Node& rn = nodes[size_t(red)];
-    const Value& in = g.value(rn.inputs[0]);
-    if (other && !reduction_with_side_outputs(rn.attrs.reduce, in.dtype, rn.attrs.ints, int64_t(in.shape.size()))) {
-      plan.refusals.push_back(str("cannot fuse ", node_label(g, red), " into group ", gi,
-                                  ": other values of the group are used outside it (only a floating sum or mean "
-                                  "over leading axes also stores elementwise outputs)"));
-      b.nodes.pop_back();
-      b.reduced = false;
-      group_of[size_t(red)] = -1;
-      used_outside[size_t(nodes[size_t(red)].inputs[0])] = true;
-    }
-  }
-
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    Building& b = groups[gi];
-    if (!b.alive || b.nodes.empty()) continue;
-    std::sort(b.nodes.begin(), b.nodes.end());
-    FusionGroup fg;
-    fg.nodes = b.nodes;
-    for (int m : b.nodes) {
-      const Node& n = nodes[size_t(m)];
-      for (int v : n.inputs) {
-        if (is_const(v)) {
-          if (!std::count(fg.consts.begin(), fg.consts.end(), v)) fg.consts.push_back(v);
-          continue;
-        }
-        fg.bytes_unfused += g.value_bytes(v, 1);
-        if (group_of_value(v) == int(gi) || std::count(fg.inputs.begin(), fg.inputs.end(), v)) continue;
-        fg.inputs.push_back(v);
-        fg.bytes_fused += g.value_bytes(v, 1);
-        int p = producer(v);
-        if (p >= 0 && m == b.nodes[0] &&
-            (nodes[size_t(p)].kind == OpKind::MatMul || nodes[size_t(p)].kind == OpKind::Conv2d))
-          fg.anchor = p;
-      }
-      int out = n.outputs[0];
-      fg.bytes_unfused += g.value_bytes(out, 1);
-      if (used_outside[size_t(out)]) {
-        fg.outputs.push_back(out);
-        fg.bytes_fused += g.value_bytes(out, 1);
-      }
-    }
-    if (fg.outputs.empty()) continue;  // dead code: nothing reads it
-    plan.groups.push_back(std::move(fg));
-  }
-  return plan;
+FusionPlan partition(const Graph& g, const std::vector<int>& roots, int begin, int end) {
+  if (end < 0) end = int(g.nodes().size());
+  Partitioner p(g);
+  for (int i = begin; i < end; ++i) p.visit(i);
+  std::vector<bool> used_outside = p.used_outside(roots);
+  p.split_epilogues_read_outside(used_outside);
+  return p.finish(used_outside);
 }
 
 }  // namespace nexus::graph
