@@ -67,7 +67,7 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
       return reduce[n.attrs.reduce](in[0], I, n.attrs.keepdims);
     }
     case OpKind::Permute: return ops::permute(in[0], I);
-    case OpKind::Expand: return ops::expand(in[0], Shape(I.begin(), I.end()));
+    case OpKind::Expand: return ops::expand(in[0], in.size() > 1 ? in[1].shape() : Shape(I.begin(), I.end()));
     case OpKind::Slice: return ops::slice(in[0], I[0], I[1], I[2], I[3]);
     case OpKind::Select: return ops::select(in[0], I[0], I[1]);
     case OpKind::Unsqueeze: return ops::unsqueeze(in[0], I[0]);
@@ -79,6 +79,11 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
     case OpKind::Var: return ops::var(in[0], I, n.attrs.keepdims, int64_t(F[0]));
     case OpKind::LogSumExp: return ops::logsumexp(in[0], I, n.attrs.keepdims);
     case OpKind::Detach: return in[0].detach();
+    case OpKind::SliceGrad: return ops::grad::slice_grad(in[0], in[1].shape(), I[0], I[1], I[2], I[3]);
+    case OpKind::IndexSelectGrad: return ops::grad::index_select_grad(in[0], in[1], in[2].shape());
+    case OpKind::MaxPool2dGrad: return ops::grad::max_pool2d_grad(in[0], in[1], I);
+    case OpKind::AvgPool2dGrad: return ops::grad::avg_pool2d_grad(in[0], I);
+    case OpKind::CrossEntropyGrad: return ops::grad::cross_entropy_grad(in[0], in[1], in[2], ops::Reduction(I[0]));
     default: break;
   }
   NX_ASSERT(false, "no forward rule for node kind ", graph::kind_name(n.kind));
@@ -179,7 +184,7 @@ void Executor::run(size_t begin, size_t end, const std::vector<bool>& run, const
       run_group(group);
       for (int m : members) release_after(i, g_.nodes()[size_t(m)], last);
     } else {
-      if (n.kind == OpKind::Grad) backward(i);
+      if (n.kind == OpKind::Grad || n.kind == OpKind::Conv2dGrad) backward(i);
       else forward(i, record[i], training);
       release_after(i, n, last);
     }
@@ -217,6 +222,16 @@ void Executor::forward(size_t i, bool record, bool training) {
     case OpKind::OnesLike:
       out = ops::full(in[0].shape(), 1.0, in[0].dtype());
       break;
+    case OpKind::Dropout:
+      if (n.outputs.size() > 1) {  // autodiff gave the node a second output: the mask its rule reads
+        const bool on = n.attrs.ints.empty() ? training : n.attrs.ints[0] != 0;
+        autograd::NoGradGuard no_grad;
+        Tensor mask = on ? ops::dropout_mask(in[0], n.attrs.floats[0]) : Tensor();
+        out = on ? ops::mul(in[0], mask) : in[0];
+        env_[size_t(n.outputs[1])] = std::move(mask);
+        break;
+      }
+      [[fallthrough]];
     default:
       if (!record) {
         autograd::NoGradGuard no_grad;
@@ -249,6 +264,16 @@ void Executor::forward(size_t i, bool record, bool training) {
 
 void Executor::backward(size_t i) {
   const Node& n = g_.nodes()[i];
+  if (n.kind == OpKind::Conv2dGrad) {  // one kernel for the three gradients
+    std::vector<bool> need;
+    for (int v : n.outputs) need.push_back(v >= 0);
+    const auto& in = n.inputs;
+    std::vector<Tensor> grads =
+        ops::grad::conv2d_grad(env_[size_t(in[0])], env_[size_t(in[1])], env_[size_t(in[2])], n.attrs.ints, need);
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] >= 0) env_[size_t(n.outputs[k])] = std::move(grads[k]);
+    return;
+  }
   Saved& s = saved_[size_t(n.ref)];
   NX_ASSERT(s.out.defined(), "grad node ", i, " runs before its forward node ", n.ref, " recorded");
   const Tensor& g = env_[size_t(n.inputs[0])];

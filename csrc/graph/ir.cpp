@@ -8,7 +8,8 @@ const char* kind_name(OpKind k) {
   static const char* names[] = {"input", "param", "buffer", "unary", "binary", "matmul", "reshape",
                                 "conv2d", "max_pool2d", "avg_pool2d", "dropout", "batch_norm",
                                 "layer_norm", "softmax", "log_softmax", "cross_entropy", "concat",
-                                "ones_like", "grad", "const", "cast", "where",
+                                "ones_like", "grad", "slice_grad", "index_select_grad",
+                                "conv2d_grad", "max_pool2d_grad", "avg_pool2d_grad", "cross_entropy_grad", "const", "cast", "where",
                                 "reduce", "fill", "arange", "rand", "randn", "permute", "expand",
                                 "slice", "select", "unsqueeze", "index_select", "stack",
                                 "contiguous", "argmax", "var", "logsumexp", "detach", "opaque"};
