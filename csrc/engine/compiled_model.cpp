@@ -30,10 +30,6 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
   train_last_ = results_last_use(train_run_);
   predict_last_ = results_last_use(predict_run_);
   loss_last_ = results_last_use(loss_run_);
-  record_.assign(size_t(all), false);
-  for (const auto& n : g_.nodes())
-    if (n.kind == OpKind::Grad && train_run_[size_t(n.ref)]) record_[size_t(n.ref)] = true;
-  no_record_.assign(size_t(all), false);
   grads_.resize(params_.size());
   // A gradient is final once its producer has run: values are written once. A producer inside
   // a fused group runs when the group's last member does.
@@ -88,10 +84,8 @@ double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const G
     };
   ex.set(g_.inputs[0], x);
   ex.set(g_.inputs[1], y);
-  autograd::NoGradGuard outer;  // only the per-node tapes record (Executor enables them locally)
-  autograd::set_grad_enabled(true);
-  ex.run(0, g_.nodes().size(), train_run_, train_last_, record_, /*training=*/true);
-  autograd::set_grad_enabled(false);
+  autograd::NoGradGuard no_grad;  // the graph holds the backward: nothing records a tape
+  ex.run(0, g_.nodes().size(), train_run_, train_last_, /*training=*/true);
   for (size_t i = 0; i < params_.size(); ++i) {
     grads_[i] = g_.param_grads[i] >= 0 ? ex.get(g_.param_grads[i]) : Tensor();
     // Every gradient its own buffer (an elementwise rule may hand one value to two params), so
@@ -116,7 +110,7 @@ Tensor CompiledModel::predict(const Tensor& x) {
   bind_state(ex);
   ex.set(g_.inputs[0], x);
   autograd::NoGradGuard no_grad;
-  ex.run(0, size_t(g_.forward_end), predict_run_, predict_last_, no_record_, /*training=*/false);
+  ex.run(0, size_t(g_.forward_end), predict_run_, predict_last_, /*training=*/false);
   return ex.get(g_.output);
 }
 
@@ -126,7 +120,7 @@ double CompiledModel::evaluate_loss(const Tensor& x, const Tensor& y) {
   ex.set(g_.inputs[0], x);
   ex.set(g_.inputs[1], y);
   autograd::NoGradGuard no_grad;
-  ex.run(0, size_t(g_.forward_end), loss_run_, loss_last_, no_record_, /*training=*/false);
+  ex.run(0, size_t(g_.forward_end), loss_run_, loss_last_, /*training=*/false);
   Tensor loss = ops::astype(ex.get(g_.loss), DType::Float64);
   return *loss.data<double>();
 }

@@ -56,7 +56,7 @@ class CompiledModel {
   graph::Graph g_;
   std::unique_ptr<Fusion> fusion_;
   std::vector<Tensor> params_, buffers_, grads_;
-  std::vector<bool> train_run_, predict_run_, loss_run_, record_, no_record_;
+  std::vector<bool> train_run_, predict_run_, loss_run_;
   std::vector<int> train_last_, predict_last_, loss_last_;
   std::vector<std::vector<size_t>> grads_final_at_;  // per node: params whose gradient it ends
 };

@@ -161,17 +161,10 @@ bool Fusion::usable(int group, const std::vector<bool>& run) const {
   return true;
 }
 
-Executor::Executor(const graph::Graph& g, const Fusion* fusion)
-    : g_(g), fusion_(fusion), env_(g.values().size()), reads_(g.nodes().size()), wants_(g.nodes().size()) {
-  for (const Node& n : g.nodes()) {
-    if (n.kind != OpKind::Grad) continue;
-    reads_[size_t(n.ref)] = n.attrs.ints;
-    for (int v : n.outputs) wants_[size_t(n.ref)].push_back(v >= 0);
-  }
-}
+Executor::Executor(const graph::Graph& g, const Fusion* fusion) : g_(g), fusion_(fusion), env_(g.values().size()) {}
 
 void Executor::run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last,
-                   const std::vector<bool>& record, bool training) {
+                   bool training) {
   std::vector<bool> fused(fusion_ ? fusion_->fused.groups.size() : 0);  // which groups run whole
   for (size_t k = 0; k < fused.size(); ++k) fused[k] = fusion_->usable(int(k), run);
   for (size_t i = begin; i < end; ++i) {
@@ -184,8 +177,8 @@ void Executor::run(size_t begin, size_t end, const std::vector<bool>& run, const
       run_group(group);
       for (int m : members) release_after(i, g_.nodes()[size_t(m)], last);
     } else {
-      if (n.kind == OpKind::Grad || n.kind == OpKind::Conv2dGrad) backward(i);
-      else forward(i, record[i], training);
+      if (n.kind == OpKind::Conv2dGrad) conv2d_grad(i);
+      else forward(i, training);
       release_after(i, n, last);
     }
     if (after_node) after_node(i);
@@ -208,7 +201,7 @@ void Executor::run_group(int group) {
   for (size_t k = 0; k < out.size(); ++k) env_[size_t(fg.group.outputs[k])] = std::move(out[k]);
 }
 
-void Executor::forward(size_t i, bool record, bool training) {
+void Executor::forward(size_t i, bool training) {
   const Node& n = g_.nodes()[i];
   std::vector<Tensor> in = node_inputs(n, env_);
   Tensor out;
@@ -225,7 +218,6 @@ void Executor::forward(size_t i, bool record, bool training) {
     case OpKind::Dropout:
       if (n.outputs.size() > 1) {  // autodiff gave the node a second output: the mask its rule reads
         const bool on = n.attrs.ints.empty() ? training : n.attrs.ints[0] != 0;
-        autograd::NoGradGuard no_grad;
         Tensor mask = on ? ops::dropout_mask(in[0], n.attrs.floats[0]) : Tensor();
         out = on ? ops::mul(in[0], mask) : in[0];
         env_[size_t(n.outputs[1])] = std::move(mask);
@@ -233,59 +225,20 @@ void Executor::forward(size_t i, bool record, bool training) {
       }
       [[fallthrough]];
     default:
-      if (!record) {
-        autograd::NoGradGuard no_grad;
-        out = run_forward_node(n, in, training);
-        break;
-      }
-      // Inputs that need a gradient become fresh leaves, so the tape recorded here reaches
-      // exactly them (and no rule computes a gradient nobody reads, such as d loss / d input).
-      Saved& s = saved_[i];
-      s.leaves.clear();
-      for (size_t k = 0; k < in.size(); ++k) {
-        Tensor& t = in[k];
-        bool grad = t.defined() && is_floating(t.dtype()) && k < wants_[i].size() && wants_[i][k];
-        if (grad) {
-          t = t.detach();
-          t.set_requires_grad(true);
-        }
-        s.leaves.push_back(grad ? t : Tensor());
-      }
-      s.out = run_forward_node(n, in, training);
-      out = s.out.detach();
-      // What the rule does not read is not kept: drop this tape's references to that data.
-      const std::vector<int64_t>& reads = reads_[i];
-      for (size_t k = 0; k < s.leaves.size() && k < reads.size(); ++k)
-        if (!reads[k] && s.leaves[k].defined()) s.leaves[k].impl()->storage.reset();
-      if (!reads.empty() && !reads.back()) s.out.impl()->storage.reset();
+      out = run_forward_node(n, in, training);
   }
   env_[size_t(n.outputs[0])] = out;
 }
 
-void Executor::backward(size_t i) {
+void Executor::conv2d_grad(size_t i) {  // one kernel for the three gradients
   const Node& n = g_.nodes()[i];
-  if (n.kind == OpKind::Conv2dGrad) {  // one kernel for the three gradients
-    std::vector<bool> need;
-    for (int v : n.outputs) need.push_back(v >= 0);
-    const auto& in = n.inputs;
-    std::vector<Tensor> grads =
-        ops::grad::conv2d_grad(env_[size_t(in[0])], env_[size_t(in[1])], env_[size_t(in[2])], n.attrs.ints, need);
-    for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (n.outputs[k] >= 0) env_[size_t(n.outputs[k])] = std::move(grads[k]);
-    return;
-  }
-  Saved& s = saved_[size_t(n.ref)];
-  NX_ASSERT(s.out.defined(), "grad node ", i, " runs before its forward node ", n.ref, " recorded");
-  const Tensor& g = env_[size_t(n.inputs[0])];
-  if (s.out.requires_grad()) autograd::backward(s.out, g);
-  for (size_t k = 0; k < n.outputs.size(); ++k) {
-    if (n.outputs[k] < 0) continue;
-    const Tensor& leaf = s.leaves[k];
-    Tensor grad = leaf.defined() ? leaf.grad() : Tensor();
-    if (!grad.defined()) grad = Tensor::zeros(leaf.defined() ? leaf.shape() : Shape{}, leaf.defined() ? leaf.dtype() : g.dtype());
-    env_[size_t(n.outputs[k])] = grad;
-  }
-  s = Saved{};  // the saved activations die with the tape
+  std::vector<bool> need;
+  for (int v : n.outputs) need.push_back(v >= 0);
+  const auto& in = n.inputs;
+  std::vector<Tensor> grads =
+      ops::grad::conv2d_grad(env_[size_t(in[0])], env_[size_t(in[1])], env_[size_t(in[2])], n.attrs.ints, need);
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    if (n.outputs[k] >= 0) env_[size_t(n.outputs[k])] = std::move(grads[k]);
 }
 
 }  // namespace nexus::engine

@@ -1,5 +1,5 @@
-// Runs graph nodes on tensors. Forward nodes call the op front ends; a Grad node replays the
-// local tape its forward node recorded (so every rule comes from ops/derivatives.cpp).
+// Runs graph nodes on tensors: each node calls its op front end, or for a backward kind the
+// gradient kernel of ops/derivatives.cpp. Nothing records a tape: the graph holds the backward.
 #pragma once
 
 #include <functional>
@@ -49,8 +49,7 @@ Tensor run_typed_node(const graph::Node& node, const std::vector<Tensor>& inputs
 
 // Shape inference (engine/shape_infer.h) runs forward nodes through the two functions above.
 
-// The state of one pass over a graph: values by id, and the local tapes of forward nodes that
-// a later Grad node will replay.
+// The state of one pass over a graph: values by id. Passes run under no-grad.
 class Executor {
  public:
   // fusion: null runs every node on its own.
@@ -60,28 +59,20 @@ class Executor {
   const Tensor& get(int value) const { return env_[size_t(value)]; }
 
   // Runs nodes [begin, end) where run[i]; frees each value after last[value].
-  void run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last,
-           const std::vector<bool>& record, bool training);
+  void run(size_t begin, size_t end, const std::vector<bool>& run, const std::vector<int>& last, bool training);
 
   // Called with node i's index once node i (or the fused group it closes) has run.
   std::function<void(size_t)> after_node;
 
  private:
-  void forward(size_t i, bool record, bool training);
-  void backward(size_t i);
+  void forward(size_t i, bool training);
+  void conv2d_grad(size_t i);
   void run_group(int group);
   void release_after(size_t i, const graph::Node& n, const std::vector<int>& last);
 
-  struct Saved {
-    std::vector<Tensor> leaves;  // the node's inputs as fresh leaves (undefined where no grad)
-    Tensor out;                  // the node's output, carrying the local tape
-  };
   const graph::Graph& g_;
   const Fusion* fusion_;
   std::vector<Tensor> env_;
-  std::vector<std::vector<int64_t>> reads_;  // per forward node: what its Grad node reads
-  std::vector<std::vector<bool>> wants_;     // per forward node: which inputs need a gradient
-  std::vector<Saved> saved_ = std::vector<Saved>(g_.nodes().size());
 };
 
 }  // namespace nexus::engine

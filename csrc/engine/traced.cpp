@@ -13,7 +13,6 @@ TracedProgram::TracedProgram(graph::Graph g, std::vector<int> roots, bool fuse)
   if (fuse) fusion_ = std::make_unique<Fusion>(g_, roots_);
   run_ = graph::live_nodes(g_, roots_, int(g_.nodes().size()));
   last_ = last_uses(g_, fusion_.get(), run_, roots_);
-  record_.assign(g_.nodes().size(), false);
 }
 
 std::vector<Tensor> TracedProgram::run(const std::vector<Tensor>& inputs) const {
@@ -30,7 +29,7 @@ std::vector<Tensor> TracedProgram::run(const std::vector<Tensor>& inputs) const 
              shape_str(inputs[i].shape()));
     ex.set(g_.inputs[i], inputs[i]);
   }
-  ex.run(0, g_.nodes().size(), run_, last_, record_, /*training=*/false);
+  ex.run(0, g_.nodes().size(), run_, last_, /*training=*/false);
   std::vector<Tensor> out;
   out.reserve(roots_.size());
   for (int r : roots_) out.push_back(ex.get(r));

@@ -28,7 +28,6 @@ class TracedProgram {
   std::unique_ptr<Fusion> fusion_;
   std::vector<bool> run_;       // the nodes the roots depend on
   std::vector<int> last_;       // per value: the node after which it is freed
-  std::vector<bool> record_;    // nothing records a tape (nx.jit refuses inputs that need grad)
 };
 
 }  // namespace nexus::engine

@@ -1,5 +1,7 @@
-// Backward rules for every differentiable primitive, in one table. Composite ops (mean, var,
-// softmax, layer_norm, ...) need no entry: their primitives carry the gradient.
+// Backward rules for every differentiable primitive, in one table: the eager tape's closures over
+// the rules of derivative_rules.h (which graph autodiff instantiates on graph values), and the
+// gradient kernels that both the closures and the graph's backward nodes call. Composite ops
+// (mean, var, softmax, layer_norm, ...) need no eager entry: their primitives carry the gradient.
 // Rules run under no-grad and build plain tensors.
 #include "ops/derivatives.h"
 

@@ -25,22 +25,6 @@ bool differentiable(const Node& n) {
          !(n.kind == OpKind::Binary && ops::is_comparison(n.attrs.binary));
 }
 
-// Which of a forward node's inputs (and, last, its output) its backward rule reads. The Grad node
-// lists exactly these as inputs, so liveness keeps them until it runs and frees the rest early.
-std::vector<int64_t> grad_reads(const Node& n) {
-  size_t k = n.inputs.size();
-  std::vector<int64_t> r(k + 1, 1);
-  switch (n.kind) {
-    case OpKind::MatMul: case OpKind::CrossEntropy: r[k] = 0; break;
-    case OpKind::Conv2d: std::fill(r.begin() + 2, r.end(), 0); break;  // reads x and w
-    case OpKind::Reshape: case OpKind::MaxPool2d: case OpKind::AvgPool2d:
-      std::fill(r.begin(), r.end(), 0);
-      break;
-    default: break;  // composites: their primitives' rules may read any input
-  }
-  return r;
-}
-
 // The rules of derivative_rules.h on graph values: each call appends a node named after the
 // forward layer, with the dtype the eager op would give.
 class GraphAlgebra {
@@ -145,7 +129,7 @@ class GraphAlgebra {
   std::vector<int> multi_node(OpKind kind, std::vector<int> inputs, std::vector<int64_t> attrs,
                               const std::vector<int>& like) {
     const int index = int(g_.nodes().size());
-    Node n{kind, std::move(inputs), {}, ints(std::move(attrs)), name_, -1};
+    Node n{kind, std::move(inputs), {}, ints(std::move(attrs)), name_};
     for (int v : like) {
       n.outputs.push_back(v < 0 ? -1 : g_.add_value(shape(v), dtype(v), "d" + g_.value(v).name));
       if (v >= 0) g_.values()[size_t(n.outputs.back())].producer = index;
@@ -363,32 +347,12 @@ void autodiff(Graph& g) {
     for (int v : slots) need.push_back(v >= 0 && needs[size_t(v)]);
     GraphAlgebra k(g, fwd.name);
     std::vector<int> grads;
-    if (graph_rule(k, i, fwd, gout, need, grads)) {
-      for (size_t s = 0; s < slots.size(); ++s)
-        if (need[s] && grads[s] >= 0) contrib[slots[s]].push_back(grads[s]);
-      continue;
-    }
-    std::vector<int64_t> reads = grad_reads(fwd);
-    std::vector<int> inputs{gout};  // then the saved activations, live until this node runs
-    for (size_t k = 0; k < fwd.inputs.size(); ++k)
-      if (reads[k]) inputs.push_back(fwd.inputs[k]);
-    if (reads.back()) inputs.push_back(fwd.outputs[0]);
-    graph::Attrs attrs;
-    attrs.ints = reads;
-    Node grad{OpKind::Grad, inputs, {}, attrs, fwd.name, i};
-    int node_index = int(g.nodes().size());
-    for (int v : fwd.inputs) {
-      if (!needs[size_t(v)]) {
-        grad.outputs.push_back(-1);
-        continue;
-      }
-      const Value& in = g.value(v);
-      int gv = g.add_value(in.shape, in.dtype, "d" + in.name);
-      g.values()[size_t(gv)].producer = node_index;
-      grad.outputs.push_back(gv);
-      contrib[v].push_back(gv);
-    }
-    g.nodes().push_back(std::move(grad));
+    const bool has_rule = graph_rule(k, i, fwd, gout, need, grads);
+    NX_CHECK(has_rule, "layer '", fwd.name, "' (", kind_name(fwd.kind),
+             "): no derivative for this kind of node; a trainable graph may use the ops GraphBuilder and "
+             "nx.jit record");
+    for (size_t s = 0; s < slots.size(); ++s)
+      if (need[s] && grads[s] >= 0) contrib[slots[s]].push_back(grads[s]);
   }
   g.param_grads.clear();
   for (int p : g.params) g.param_grads.push_back(gradient_of(p, g.value(p).name));
