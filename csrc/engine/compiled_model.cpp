@@ -25,9 +25,9 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
   const int all = int(g_.nodes().size());
   // After autodiff, so the values backward reads count as the groups' outputs.
   if (fuse) fusion_ = std::make_unique<Fusion>(g_, g_.forward_end);
-  train_ = schedule(roots, all, /*tapes=*/true);
-  predict_ = schedule({g_.output}, g_.forward_end, /*tapes=*/false);
-  loss_ = schedule({g_.loss}, g_.forward_end, /*tapes=*/false);
+  train_ = schedule(roots, all);
+  predict_ = schedule({g_.output}, g_.forward_end);
+  loss_ = schedule({g_.loss}, g_.forward_end);
   grads_.resize(params_.size());
   // A gradient is final once its producer has run: values are written once. A producer inside
   // a fused group runs when the group's last member does.
@@ -43,10 +43,10 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
 }
 
 // The pass over the nodes [0, end) that `roots` need; it keeps every result a caller may read.
-Schedule CompiledModel::schedule(const std::vector<int>& roots, int end, bool tapes) const {
+Schedule CompiledModel::schedule(const std::vector<int>& roots, int end) const {
   std::vector<int> keep = g_.param_grads;
   keep.insert(keep.end(), {g_.output, g_.loss});
-  return Schedule(g_, fusion_.get(), graph::live_nodes(g_, roots, end), keep, tapes);
+  return Schedule(g_, fusion_.get(), graph::live_nodes(g_, roots, end), keep);
 }
 
 CompiledModel::Traffic CompiledModel::step_traffic(int64_t batch) const {
@@ -82,10 +82,8 @@ double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const G
     };
   ex.set(g_.inputs[0], x);
   ex.set(g_.inputs[1], y);
-  autograd::NoGradGuard outer;  // only the per-node tapes record (Executor enables them locally)
-  autograd::set_grad_enabled(true);
+  autograd::NoGradGuard no_grad;  // the graph holds the backward: nothing records a tape
   ex.run(0, g_.nodes().size(), train_, /*training=*/true);
-  autograd::set_grad_enabled(false);
   for (size_t i = 0; i < params_.size(); ++i) {
     grads_[i] = g_.param_grads[i] >= 0 ? ex.get(g_.param_grads[i]) : Tensor();
     // Every gradient its own buffer (an elementwise rule may hand one value to two params), so

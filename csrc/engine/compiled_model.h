@@ -55,7 +55,7 @@ class CompiledModel {
  private:
   void bind_state(Executor& ex) const;
   double reduced_forward_backward(const Tensor& x, const Tensor& y, GradReducer& reducer);
-  Schedule schedule(const std::vector<int>& roots, int end, bool tapes) const;
+  Schedule schedule(const std::vector<int>& roots, int end) const;
 
   graph::Graph g_;
   std::unique_ptr<Fusion> fusion_;

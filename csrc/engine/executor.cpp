@@ -63,7 +63,7 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
     case OpKind::Where: return ops::where(in[0], in[1], in[2]);
     case OpKind::Reduce: return ops::reduce(n.attrs.reduce, in[0], I, n.attrs.keepdims);
     case OpKind::Permute: return ops::permute(in[0], I);
-    case OpKind::Expand: return ops::expand(in[0], Shape(I.begin(), I.end()));
+    case OpKind::Expand: return ops::expand(in[0], in.size() > 1 ? in[1].shape() : Shape(I.begin(), I.end()));
     case OpKind::Slice: return ops::slice(in[0], I[0], I[1], I[2], I[3]);
     case OpKind::Select: return ops::select(in[0], I[0], I[1]);
     case OpKind::Unsqueeze: return ops::unsqueeze(in[0], I[0]);
@@ -75,6 +75,11 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
     case OpKind::Var: return ops::var(in[0], I, n.attrs.keepdims, int64_t(F[0]));
     case OpKind::LogSumExp: return ops::logsumexp(in[0], I, n.attrs.keepdims);
     case OpKind::Detach: return in[0].detach();
+    case OpKind::SliceGrad: return ops::grad::slice_grad(in[0], in[1].shape(), I[0], I[1], I[2], I[3]);
+    case OpKind::IndexSelectGrad: return ops::grad::index_select_grad(in[0], in[1], in[2].shape());
+    case OpKind::MaxPool2dGrad: return ops::grad::max_pool2d_grad(in[0], in[1], I);
+    case OpKind::AvgPool2dGrad: return ops::grad::avg_pool2d_grad(in[0], I);
+    case OpKind::CrossEntropyGrad: return ops::grad::cross_entropy_grad(in[0], in[1], in[2], n.attrs.reduce);
     default: break;
   }
   NX_ASSERT(false, "no forward rule for node kind ", graph::kind_name(n.kind));
@@ -131,8 +136,8 @@ Fusion::Fusion(const graph::Graph& g, int forward_end) : group_of(g.nodes().size
 }
 
 Schedule::Schedule(const graph::Graph& g, const Fusion* fusion, std::vector<bool> run_nodes,
-                   const std::vector<int>& keep, bool tapes)
-    : run(std::move(run_nodes)), last(graph::last_uses(g, run)), record(g.nodes().size(), false) {
+                   const std::vector<int>& keep)
+    : run(std::move(run_nodes)), last(graph::last_uses(g, run)) {
   if (fusion)
     for (const codegen::FusedGroup& fg : fusion->fused.groups) {
       const std::vector<int>& members = fg.group.nodes;
@@ -144,9 +149,6 @@ Schedule::Schedule(const graph::Graph& g, const Fusion* fusion, std::vector<bool
     }
   for (int v : keep)
     if (v >= 0) last[size_t(v)] = INT_MAX;
-  if (tapes)
-    for (const Node& n : g.nodes())
-      if (n.kind == OpKind::Grad && run[size_t(n.ref)]) record[size_t(n.ref)] = true;
 }
 
 int running_group(const Fusion* fusion, const Schedule& s, size_t i) {
@@ -187,14 +189,7 @@ MemoryStats memory_stats(const graph::Graph& g, const Fusion* fusion, const Sche
   return m;
 }
 
-Executor::Executor(const graph::Graph& g, const Fusion* fusion)
-    : g_(g), fusion_(fusion), env_(g.values().size()), reads_(g.nodes().size()), wants_(g.nodes().size()) {
-  for (const Node& n : g.nodes()) {
-    if (n.kind != OpKind::Grad) continue;
-    reads_[size_t(n.ref)] = n.attrs.ints;
-    for (int v : n.outputs) wants_[size_t(n.ref)].push_back(v >= 0);
-  }
-}
+Executor::Executor(const graph::Graph& g, const Fusion* fusion) : g_(g), fusion_(fusion), env_(g.values().size()) {}
 
 void Executor::run(size_t begin, size_t end, const Schedule& s, bool training) {
   for (size_t i = begin; i < end; ++i) {
@@ -207,8 +202,8 @@ void Executor::run(size_t begin, size_t end, const Schedule& s, bool training) {
       run_group(group);
       for (int m : members) release_after(i, g_.nodes()[size_t(m)], s.last);
     } else {
-      if (n.kind == OpKind::Grad) backward(i);
-      else forward(i, s.record[i], training);
+      if (n.kind == OpKind::Conv2dGrad) conv2d_grad(i);
+      else forward(i, training);
       release_after(i, n, s.last);
     }
     if (after_node) after_node(i);
@@ -231,7 +226,7 @@ void Executor::run_group(int group) {
   for (size_t k = 0; k < out.size(); ++k) env_[size_t(fg.group.outputs[k])] = std::move(out[k]);
 }
 
-void Executor::forward(size_t i, bool record, bool training) {
+void Executor::forward(size_t i, bool training) {
   const Node& n = g_.nodes()[i];
   std::vector<Tensor> in = node_inputs(n, env_);
   Tensor out;
@@ -245,50 +240,30 @@ void Executor::forward(size_t i, bool record, bool training) {
     case OpKind::OnesLike:
       out = ops::full(in[0].shape(), 1.0, in[0].dtype());
       break;
-    default:
-      if (!record) {
-        autograd::NoGradGuard no_grad;
-        out = run_forward_node(n, in, training);
+    case OpKind::Dropout:
+      if (n.outputs.size() > 1) {  // autodiff gave the node a second output: the mask its rule reads
+        const bool on = n.attrs.ints.empty() ? training : n.attrs.ints[0] != 0;
+        Tensor mask = on ? ops::dropout_mask(in[0], n.attrs.floats[0]) : Tensor();
+        out = on ? ops::mul(in[0], mask) : in[0];
+        env_[size_t(n.outputs[1])] = std::move(mask);
         break;
       }
-      // Inputs that need a gradient become fresh leaves, so the tape recorded here reaches
-      // exactly them (and no rule computes a gradient nobody reads, such as d loss / d input).
-      Saved& s = saved_[i];
-      s.leaves.clear();
-      for (size_t k = 0; k < in.size(); ++k) {
-        Tensor& t = in[k];
-        bool grad = t.defined() && is_floating(t.dtype()) && k < wants_[i].size() && wants_[i][k];
-        if (grad) {
-          t = t.detach();
-          t.set_requires_grad(true);
-        }
-        s.leaves.push_back(grad ? t : Tensor());
-      }
-      s.out = run_forward_node(n, in, training);
-      out = s.out.detach();
-      // What the rule does not read is not kept: drop this tape's references to that data.
-      const std::vector<int64_t>& reads = reads_[i];
-      for (size_t k = 0; k < s.leaves.size() && k < reads.size(); ++k)
-        if (!reads[k] && s.leaves[k].defined()) s.leaves[k].impl()->storage.reset();
-      if (!reads.empty() && !reads.back()) s.out.impl()->storage.reset();
+      [[fallthrough]];
+    default:
+      out = run_forward_node(n, in, training);
   }
   env_[size_t(n.outputs[0])] = out;
 }
 
-void Executor::backward(size_t i) {
+void Executor::conv2d_grad(size_t i) {  // one kernel for the three gradients
   const Node& n = g_.nodes()[i];
-  Saved& s = saved_[size_t(n.ref)];
-  NX_ASSERT(s.out.defined(), "grad node ", i, " runs before its forward node ", n.ref, " recorded");
-  const Tensor& g = env_[size_t(n.inputs[0])];
-  if (s.out.requires_grad()) autograd::backward(s.out, g);
-  for (size_t k = 0; k < n.outputs.size(); ++k) {
-    if (n.outputs[k] < 0) continue;
-    const Tensor& leaf = s.leaves[k];
-    Tensor grad = leaf.defined() ? leaf.grad() : Tensor();
-    if (!grad.defined()) grad = Tensor::zeros(leaf.defined() ? leaf.shape() : Shape{}, leaf.defined() ? leaf.dtype() : g.dtype());
-    env_[size_t(n.outputs[k])] = grad;
-  }
-  s = Saved{};  // the saved activations die with the tape
+  std::vector<bool> need;
+  for (int v : n.outputs) need.push_back(v >= 0);
+  const auto& in = n.inputs;
+  std::vector<Tensor> grads =
+      ops::grad::conv2d_grad(env_[size_t(in[0])], env_[size_t(in[1])], env_[size_t(in[2])], n.attrs.ints, need);
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    if (n.outputs[k] >= 0) env_[size_t(n.outputs[k])] = std::move(grads[k]);
 }
 
 }  // namespace nexus::engine

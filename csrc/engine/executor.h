@@ -1,5 +1,5 @@
-// Runs graph nodes on tensors. Forward nodes call the op front ends; a Grad node replays the
-// local tape its forward node recorded (so every rule comes from ops/derivatives.cpp).
+// Runs graph nodes on tensors: each node calls its op front end, or for a backward kind the
+// gradient kernel of ops/derivatives.cpp. Nothing records a tape: the graph holds the backward.
 #pragma once
 
 #include <algorithm>
@@ -35,12 +35,10 @@ struct Schedule {
                              // pass such as predict may need part of a group: it runs node by node)
   std::vector<int> last;     // per value: the node after which it is freed (a fused group reads
                              // its inputs at its last member); INT_MAX: kept past the pass
-  std::vector<bool> record;  // per node: records the local tape its Grad node replays
 
   Schedule() = default;
-  // keep: the pass's results. tapes: forward nodes in `run` that have a Grad node record.
-  Schedule(const graph::Graph& g, const Fusion* fusion, std::vector<bool> run, const std::vector<int>& keep,
-           bool tapes);
+  // keep: the pass's results.
+  Schedule(const graph::Graph& g, const Fusion* fusion, std::vector<bool> run, const std::vector<int>& keep);
 };
 
 // The fused group node i runs in during the pass `s`, or -1 when it runs on its own.
@@ -48,9 +46,8 @@ int running_group(const Fusion* fusion, const Schedule& s, size_t i);
 
 // The activation memory of the pass `s` at batch size `batch`, as the executor holds it: each
 // value a node writes (a fused group writes only its outputs) lives until it is freed after its
-// last reader (a kept value, or one nothing reads, until the pass ends). A Grad node reads the
-// activations its rule needs, so they count until it runs; what an op's tape saves besides its
-// inputs and output (a dropout mask, say), and kernels' scratch, are not counted.
+// last reader (a kept value, or one nothing reads, until the pass ends). Backward nodes read the
+// activations their rules need, so they count until then; kernels' scratch is not counted.
 struct MemoryStats {
   int64_t batch = 0;
   int64_t peak_bytes = 0;   // the most activation bytes alive at once
@@ -74,8 +71,7 @@ Tensor run_typed_node(const graph::Node& node, const std::vector<Tensor>& inputs
 
 // Shape inference (engine/shape_infer.h) runs forward nodes through the two functions above.
 
-// The state of one pass over a graph: values by id, and the local tapes of forward nodes that
-// a later Grad node will replay.
+// The state of one pass over a graph: values by id. Passes run under no-grad.
 class Executor {
  public:
   // fusion: null runs every node on its own.
@@ -93,21 +89,14 @@ class Executor {
   std::function<void(size_t)> after_node;
 
  private:
-  void forward(size_t i, bool record, bool training);
-  void backward(size_t i);
+  void forward(size_t i, bool training);
+  void conv2d_grad(size_t i);
   void run_group(int group);
   void release_after(size_t i, const graph::Node& n, const std::vector<int>& last);
 
-  struct Saved {
-    std::vector<Tensor> leaves;  // the node's inputs as fresh leaves (undefined where no grad)
-    Tensor out;                  // the node's output, carrying the local tape
-  };
   const graph::Graph& g_;
   const Fusion* fusion_;
   std::vector<Tensor> env_;
-  std::vector<std::vector<int64_t>> reads_;  // per forward node: what its Grad node reads
-  std::vector<std::vector<bool>> wants_;     // per forward node: which inputs need a gradient
-  std::vector<Saved> saved_ = std::vector<Saved>(g_.nodes().size());
 };
 
 }  // namespace nexus::engine

@@ -49,7 +49,7 @@ void ShapeInference::infer(graph::Graph& g, size_t from_node) {
   for (size_t i = from_node; i < end; ++i, inferred_ = i) {
     ++nodes_inferred_;
     Node& n = g.nodes()[i];
-    if (n.kind == OpKind::Grad || n.kind == OpKind::OnesLike || is_source(n.kind)) continue;
+    if (n.kind == OpKind::OnesLike || is_source(n.kind)) continue;
     int out = n.outputs[0];
     graph::Value& v = g.values()[size_t(out)];
     std::vector<Tensor> present;

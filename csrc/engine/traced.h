@@ -28,7 +28,7 @@ class TracedProgram {
   graph::Graph g_;
   std::vector<int> roots_;
   std::unique_ptr<Fusion> fusion_;
-  Schedule schedule_;  // the nodes the roots depend on; no tapes (nx.jit refuses inputs that need grad)
+  Schedule schedule_;  // the nodes the roots depend on
   // One executor reused by every call (its tables are sized once); a call that finds it taken by
   // another thread's call runs on an executor of its own.
   mutable std::mutex mu_;

@@ -8,7 +8,8 @@ const char* kind_name(OpKind k) {
   static const char* names[] = {"input", "param", "buffer", "unary", "binary", "matmul", "reshape",
                                 "conv2d", "max_pool2d", "avg_pool2d", "dropout", "batch_norm",
                                 "layer_norm", "softmax", "log_softmax", "cross_entropy", "concat",
-                                "ones_like", "grad", "const", "cast", "where",
+                                "ones_like", "slice_grad", "index_select_grad",
+                                "conv2d_grad", "max_pool2d_grad", "avg_pool2d_grad", "cross_entropy_grad", "const", "cast", "where",
                                 "reduce", "fill", "arange", "rand", "randn", "permute", "expand",
                                 "slice", "select", "unsqueeze", "index_select", "stack",
                                 "contiguous", "argmax", "var", "logsumexp", "detach", "opaque"};
@@ -42,7 +43,7 @@ int Graph::add_node(OpKind kind, std::vector<int> inputs_in, Attrs attrs, std::s
     NX_ASSERT(v >= 0 && v < int(values_.size()), "node ", name, " reads unknown value ", v);
   int out = add_value(std::move(shape), dtype, name);
   values_[size_t(out)].producer = int(nodes_.size());
-  nodes_.push_back(Node{kind, std::move(inputs_in), {out}, std::move(attrs), std::move(name), -1});
+  nodes_.push_back(Node{kind, std::move(inputs_in), {out}, std::move(attrs), std::move(name)});
   return out;
 }
 
@@ -78,7 +79,6 @@ void Graph::verify() const {
       NX_ASSERT(values_[size_t(v)].producer == int(i), "value ", v, " names the wrong producer");
       ready[size_t(v)] = true;
     }
-    if (n.kind == OpKind::Grad) NX_ASSERT(n.ref >= 0 && n.ref < int(i), "grad node ", i, " refers to ", n.ref);
   }
 }
 
@@ -91,7 +91,6 @@ std::string Graph::dump() const {
     os << " = " << kind_name(n.kind);
     if (n.kind == OpKind::Unary) os << "." << ops::op_name(n.attrs.unary);
     if (n.kind == OpKind::Binary) os << "." << ops::op_name(n.attrs.binary);
-    if (n.kind == OpKind::Grad) os << "[" << n.ref << "]";
     if (n.kind == OpKind::Reduce) {
       os << "." << reduce_op_name(n.attrs.reduce) << "[";
       for (size_t k = 0; k < n.attrs.ints.size(); ++k) os << (k ? "," : "") << n.attrs.ints[k];

@@ -1,5 +1,7 @@
-// Backward rules for every differentiable primitive, in one table. Composite ops (mean, var,
-// softmax, layer_norm, ...) need no entry: their primitives carry the gradient.
+// Backward rules for every differentiable primitive, in one table: the eager tape's closures over
+// the rules of derivative_rules.h (which graph autodiff instantiates on graph values), and the
+// gradient kernels that both the closures and the graph's backward nodes call. Composite ops
+// (mean, var, softmax, layer_norm, ...) need no eager entry: their primitives carry the gradient.
 // Rules run under no-grad and build plain tensors.
 #include "ops/derivatives.h"
 
@@ -47,12 +49,46 @@ Saves saves(BinaryOp op) {
   }
 }
 
+// A tensor of `shape` without data: what a rule reads of an input it only needs the shape of.
+static Tensor meta(const Shape& shape, DType dtype) {
+  return Tensor::view_of(nullptr, 0, shape, contiguous_strides(shape), dtype);
+}
+
+Tensor slice_grad(const Tensor& g, const Shape& in_shape, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+  Tensor out = Tensor::zeros(in_shape, g.dtype());
+  copy_(ops::slice(out, axis, start, stop, step), g);
+  return out;
+}
+
+Tensor index_select_grad(const Tensor& g, const Tensor& index, const Shape& in_shape) {
+  return index_add(Tensor::zeros(in_shape, g.dtype()), index, g);
+}
+
 // The rules of derivative_rules.h on tensors (they run under no-grad: nothing records).
 struct TensorAlgebra {
   Tensor unary(UnaryOp op, const Tensor& x) { return ops::unary(op, x); }
   Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) { return ops::binary(op, a, b); }
   Tensor scalar(double v, const Tensor& like) { return scalar_like(v, like); }
   Tensor cast_like(const Tensor& x, const Tensor& like) { return cast(x, like.dtype()); }
+  Shape shape(const Tensor& x) { return x.shape(); }
+  Tensor matmul(const Tensor& a, const Tensor& b) { return ops::matmul(a, b); }
+  Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) { return ops::permute(x, dims); }
+  Tensor reshape(const Tensor& x, const Shape& shape) { return ops::reshape(x, shape); }
+  Tensor expand_like(const Tensor& x, const Tensor& like) { return ops::expand(x, like.shape()); }
+  Tensor sum(const Tensor& x, const Axes& axes, bool keepdims) { return ops::sum(x, axes, keepdims); }
+  Tensor mean(const Tensor& x, const Axes& axes, bool keepdims) { return ops::mean(x, axes, keepdims); }
+  Tensor reduce_to(const Tensor& g, const Tensor& like) { return grad::reduce_to(g, like); }
+  Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return ops::where(c, a, b); }
+  Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+    return ops::slice(x, axis, start, stop, step);
+  }
+  Tensor select(const Tensor& x, int64_t axis, int64_t index) { return ops::select(x, axis, index); }
+  Tensor slice_grad(const Tensor& g, const Tensor& like, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+    return grad::slice_grad(g, like.shape(), axis, start, stop, step);
+  }
+  Tensor index_select_grad(const Tensor& g, const Tensor& index, const Tensor& like) {
+    return grad::index_select_grad(g, index, like.shape());
+  }
 };
 
 BackwardFn unary(UnaryOp op, const Tensor& x_in, const Tensor& out_in) {
@@ -74,10 +110,10 @@ BackwardFn binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const Ten
 }
 
 BackwardFn where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
-  return [c = cond.detach(), a = a_in.detach(), b = b_in.detach()](const Tensor& g, const Needs& need) -> Grads {
-    Tensor zero = scalar_like(0, g);
-    return {Tensor(), need[1] ? reduce_to(ops::where(c, g, zero), a) : Tensor(),
-            need[2] ? reduce_to(ops::where(c, zero, g), b) : Tensor()};
+  return [c = cond.detach(), a = meta_only(a_in), b = meta_only(b_in)](const Tensor& g, const Needs& need) -> Grads {
+    TensorAlgebra k;
+    auto [ga, gb] = where_rule(k, c, a, b, g, {need[1], need[2]});
+    return {Tensor(), need[1] ? ga : Tensor(), need[2] ? gb : Tensor()};
   };
 }
 
@@ -90,130 +126,171 @@ BackwardFn reshape(const Shape& in_shape) {
 }
 
 BackwardFn permute(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> inv(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) inv[size_t(dims[i])] = int64_t(i);
-  return [inv](const Tensor& g, const Needs&) -> Grads { return {ops::permute(g, inv)}; };
+  return [inv = inverse_permutation(dims)](const Tensor& g, const Needs&) -> Grads { return {ops::permute(g, inv)}; };
 }
 
 BackwardFn expand(const Shape& in_shape) {
-  return [in_shape](const Tensor& g, const Needs&) -> Grads { return {sum_to(g, in_shape)}; };
+  return [in_shape](const Tensor& g, const Needs&) -> Grads { return {reduce_to(g, meta(in_shape, g.dtype()))}; };
 }
 
 BackwardFn slice(const Shape& in_shape, int64_t axis, int64_t start, int64_t step) {
   return [=](const Tensor& g, const Needs&) -> Grads {
-    Tensor out = Tensor::zeros(in_shape, g.dtype());
-    int64_t stop = start + (g.shape()[axis] - 1) * step + 1;
-    copy_(ops::slice(out, axis, start, g.shape()[axis] ? stop : start, step), g);
-    return {out};
+    int64_t len = g.shape()[axis];
+    return {slice_grad(g, in_shape, axis, start, len ? start + (len - 1) * step + 1 : start, step)};
   };
 }
 
 BackwardFn index_select(const Shape& in_shape, const Tensor& index) {
-  return [in_shape, index](const Tensor& g, const Needs&) -> Grads {
-    return {index_add(Tensor::zeros(in_shape, g.dtype()), index, g)};
-  };
+  return [in_shape, index](const Tensor& g, const Needs&) -> Grads { return {index_select_grad(g, index, in_shape)}; };
 }
 
 BackwardFn concat(const std::vector<Shape>& shapes, int64_t axis) {
-  return [shapes, axis](const Tensor& g, const Needs& need) -> Grads {
-    Grads out;
-    int64_t at = 0;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      int64_t len = shapes[i][axis];
-      out.push_back(need[i] ? ops::slice(g, axis, at, at + len, 1) : Tensor());
-      at += len;
-    }
+  std::vector<int64_t> lengths;
+  for (const Shape& s : shapes) lengths.push_back(s[size_t(axis)]);
+  return [lengths, axis](const Tensor& g, const Needs& need) -> Grads {
+    TensorAlgebra k;
+    Grads out = concat_rule(k, g, lengths, axis, need);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!need[i]) out[i] = Tensor();
     return out;
   };
 }
 
-// Reinserts reduced axes as size-1 dims so g broadcasts against the input.
-static Tensor unreduce(const Tensor& g, const Shape& in_shape, const Axes& axes, bool keepdims) {
-  return keepdims ? g : ops::reshape(g, reduced_shape(in_shape, axes, true));
-}
-
 BackwardFn sum(const Shape& in_shape, const Axes& axes, bool keepdims) {
   return [=](const Tensor& g, const Needs&) -> Grads {
-    return {ops::expand(unreduce(g, in_shape, axes, keepdims), in_shape)};
+    TensorAlgebra k;
+    return {sum_rule(k, meta(in_shape, g.dtype()), g, axes, keepdims)};
   };
 }
 
 BackwardFn extremum(const Tensor& x_in, const Tensor& out, const Axes& axes, bool keepdims) {
   return [x = x_in.detach(), out, axes, keepdims](const Tensor& g, const Needs&) -> Grads {
-    Tensor hit = cast(binary(BinaryOp::Eq, x, unreduce(out, x.shape(), axes, keepdims)), g.dtype());
-    Tensor count = ops::sum(hit, axes, true);
-    return {mul(div(hit, count), unreduce(g, x.shape(), axes, keepdims))};
+    TensorAlgebra k;
+    return {extremum_rule(k, x, out, g, axes, keepdims)};
   };
 }
-
-static Tensor mT(const Tensor& t) { return transpose(t, -1, -2); }
 
 BackwardFn matmul(const Tensor& a_in, const Tensor& b_in) {
   return [a = a_in.detach(), b = b_in.detach()](const Tensor& g, const Needs& need) -> Grads {
-    return {need[0] ? reduce_to(ops::matmul(g, mT(b)), a) : Tensor(),
-            need[1] ? reduce_to(ops::matmul(mT(a), g), b) : Tensor()};
+    TensorAlgebra k;
+    auto [ga, gb] = matmul_rule(k, a, b, g, {need[0], need[1]});
+    return {need[0] ? ga : Tensor(), need[1] ? gb : Tensor()};
   };
 }
 
-}  // namespace nexus::ops::grad
+Grads conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dGeometry& g, const Needs& need) {
+  DType cdt = compute_dtype(promote_types(x.dtype(), w.dtype()));
+  Tensor xc = contiguous(cast(x, cdt)), wc = contiguous(cast(w, cdt)), dy = contiguous(cast(gy, cdt));
+  Tensor dx = need[0] ? Tensor::empty(x.shape(), cdt) : Tensor();
+  Tensor dw = need[1] ? Tensor::empty(w.shape(), cdt) : Tensor();
+  Tensor db = need[2] ? Tensor::empty({g.k}, cdt) : Tensor();
+  dispatch_float(cdt, "conv2d backward", [&](auto t) {
+    using T = decltype(t);
+    auto ptr = [](const Tensor& v) { return v.defined() ? v.data<T>() : nullptr; };
+    conv2d_backward<T>(g, xc.data<T>(), wc.data<T>(), dy.data<T>(), ptr(dx), ptr(dw), ptr(db));
+  });
+  return {need[0] ? cast(dx, x.dtype()) : dx, need[1] ? cast(dw, w.dtype()) : dw, db};
+}
 
-namespace nexus::ops::grad {
+Grads conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const std::vector<int64_t>& stride_pad,
+                  const Needs& need) {
+  const Shape &xs = x.shape(), &ws = w.shape();
+  Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride_pad[0], stride_pad[1], stride_pad[2],
+                   stride_pad[3]};
+  return conv2d_grad(gy, x, w, g, need);
+}
 
 BackwardFn conv2d(const Tensor& x_in, const Tensor& w_in, const Conv2dGeometry& g) {
   return [x = x_in.detach(), w = w_in.detach(), g](const Tensor& gy, const Needs& need) -> Grads {
-    DType cdt = compute_dtype(promote_types(x.dtype(), w.dtype()));
-    Tensor xc = contiguous(cast(x, cdt)), wc = contiguous(cast(w, cdt)), dy = contiguous(cast(gy, cdt));
-    Tensor dx = need[0] ? Tensor::empty(x.shape(), cdt) : Tensor();
-    Tensor dw = need[1] ? Tensor::empty(w.shape(), cdt) : Tensor();
-    Tensor db = need[2] ? Tensor::empty({g.k}, cdt) : Tensor();
-    dispatch_float(cdt, "conv2d backward", [&](auto t) {
-      using T = decltype(t);
-      auto ptr = [](const Tensor& v) { return v.defined() ? v.data<T>() : nullptr; };
-      conv2d_backward<T>(g, xc.data<T>(), wc.data<T>(), dy.data<T>(), ptr(dx), ptr(dw), ptr(db));
-    });
-    return {need[0] ? cast(dx, x.dtype()) : dx, need[1] ? cast(dw, w.dtype()) : dw, db};
+    return conv2d_grad(gy, x, w, g, need);
   };
 }
 
+Tensor max_pool2d_grad(const Tensor& gy, const Tensor& argmax, const Pool2dGeometry& g) {
+  DType cdt = compute_dtype(gy.dtype());
+  Tensor dy = contiguous(cast(gy, cdt));
+  Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt);
+  dispatch_float(cdt, "max_pool2d backward", [&](auto t) {
+    using T = decltype(t);
+    max_pool2d_backward<T>(g, dy.data<T>(), argmax.data<int64_t>(), dx.data<T>());
+  });
+  return cast(dx, gy.dtype());
+}
+
+static Pool2dGeometry pool_geometry(const Shape& in, const std::vector<int64_t>& window) {
+  return {in[0], in[1], in[2], in[3], window[0], window[1], window[2], window[3], 0};
+}
+
+Tensor max_pool2d_grad(const Tensor& gy, const Tensor& x, const std::vector<int64_t>& window) {
+  // The forward's argmax, found again: a graph keeps x (the window's maxima) instead of it.
+  Pool2dGeometry g = pool_geometry(x.shape(), window);
+  DType cdt = compute_dtype(x.dtype());
+  Tensor xc = contiguous(cast(x, cdt));
+  Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt);
+  Tensor argmax = Tensor::empty(out.shape(), DType::Int64);
+  dispatch_float(cdt, "max_pool2d backward", [&](auto t) {
+    using T = decltype(t);
+    max_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), argmax.data<int64_t>());
+  });
+  return max_pool2d_grad(gy, argmax, g);
+}
+
 BackwardFn max_pool2d(const Tensor& argmax, const Pool2dGeometry& g) {
-  return [argmax, g](const Tensor& gy, const Needs&) -> Grads {
-    DType cdt = compute_dtype(gy.dtype());
-    Tensor dy = contiguous(cast(gy, cdt));
-    Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt);
-    dispatch_float(cdt, "max_pool2d backward", [&](auto t) {
-      using T = decltype(t);
-      max_pool2d_backward<T>(g, dy.data<T>(), argmax.data<int64_t>(), dx.data<T>());
-    });
-    return {cast(dx, gy.dtype())};
-  };
+  return [argmax, g](const Tensor& gy, const Needs&) -> Grads { return {max_pool2d_grad(gy, argmax, g)}; };
+}
+
+Tensor avg_pool2d_grad(const Tensor& gy, const Pool2dGeometry& g) {
+  DType cdt = compute_dtype(gy.dtype());
+  Tensor dy = contiguous(cast(gy, cdt));
+  Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt);
+  dispatch_float(cdt, "avg_pool2d backward", [&](auto t) {
+    using T = decltype(t);
+    avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
+  });
+  return cast(dx, gy.dtype());
+}
+
+Tensor avg_pool2d_grad(const Tensor& gy, const std::vector<int64_t>& window_and_size) {
+  Pool2dGeometry g = pool_geometry({gy.shape()[0], gy.shape()[1], window_and_size[4], window_and_size[5]},
+                                   window_and_size);
+  return avg_pool2d_grad(gy, g);
+}
+
+BackwardFn avg_pool2d(const Pool2dGeometry& g) {
+  return [g](const Tensor& gy, const Needs&) -> Grads { return {avg_pool2d_grad(gy, g)}; };
+}
+
+Tensor cross_entropy_grad(const Tensor& gy, const Tensor& x, const Tensor& labels, const Tensor& stats,
+                          ReduceOp reduction, DType logits_dtype) {
+  int64_t n = x.shape()[0], c = x.shape()[1];
+  Tensor g = contiguous(cast(gy, x.dtype()));
+  if (reduction == ReduceOp::Mean) g = mul_scalar(g, 1.0 / double(std::max<int64_t>(n, 1)));
+  Tensor dx = Tensor::empty(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), "cross_entropy backward", [&](auto t) {
+    using T = decltype(t);
+    cpu::xent_backward<T>(x.data<T>(), labels.data<int64_t>(), stats.data<T>(), stats.data<T>() + n, g.data<T>(),
+                          reduction == ReduceOp::None ? 1 : 0, n, c, dx.data<T>());
+  });
+  return cast(dx, logits_dtype);
+}
+
+Tensor cross_entropy_grad(const Tensor& gy, const Tensor& logits, const Tensor& labels, ReduceOp reduction) {
+  // The forward's statistics, computed again from the logits (one pass over them).
+  int64_t n = logits.shape()[0], c = logits.shape()[1];
+  Tensor x = contiguous(cast(logits, compute_dtype(logits.dtype())));
+  Tensor lab = contiguous(cast(labels, DType::Int64));
+  Tensor nll = Tensor::empty({n}, x.dtype()), stats = Tensor::empty({2, n}, x.dtype());
+  dispatch_float(x.dtype(), "cross_entropy backward", [&](auto t) {
+    using T = decltype(t);
+    cpu::xent_forward<T>(x.data<T>(), lab.data<int64_t>(), n, c, nll.data<T>(), stats.data<T>(), stats.data<T>() + n);
+  });
+  return cross_entropy_grad(gy, x, lab, stats, reduction, logits.dtype());
 }
 
 BackwardFn cross_entropy(const Tensor& x, const Tensor& labels, const Tensor& stats, ReduceOp reduction,
                          DType logits_dtype) {
   return [x, labels, stats, reduction, logits_dtype](const Tensor& gy, const Needs&) -> Grads {
-    int64_t n = x.shape()[0], c = x.shape()[1];
-    Tensor g = contiguous(cast(gy, x.dtype()));
-    if (reduction == ReduceOp::Mean) g = mul_scalar(g, 1.0 / double(std::max<int64_t>(n, 1)));
-    Tensor dx = Tensor::empty(x.shape(), x.dtype());
-    dispatch_float(x.dtype(), "cross_entropy backward", [&](auto t) {
-      using T = decltype(t);
-      cpu::xent_backward<T>(x.data<T>(), labels.data<int64_t>(), stats.data<T>(), stats.data<T>() + n, g.data<T>(),
-                            reduction == ReduceOp::None ? 1 : 0, n, c, dx.data<T>());
-    });
-    return {cast(dx, logits_dtype)};
-  };
-}
-
-BackwardFn avg_pool2d(const Pool2dGeometry& g) {
-  return [g](const Tensor& gy, const Needs&) -> Grads {
-    DType cdt = compute_dtype(gy.dtype());
-    Tensor dy = contiguous(cast(gy, cdt));
-    Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt);
-    dispatch_float(cdt, "avg_pool2d backward", [&](auto t) {
-      using T = decltype(t);
-      avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
-    });
-    return {cast(dx, gy.dtype())};
+    return {cross_entropy_grad(gy, x, labels, stats, reduction, logits_dtype)};
   };
 }
 

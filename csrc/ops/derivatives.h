@@ -39,7 +39,29 @@ BackwardFn avg_pool2d(const Pool2dGeometry& g);
 BackwardFn cross_entropy(const Tensor& x, const Tensor& labels, const Tensor& stats, ReduceOp reduction,
                          DType logits_dtype);
 
+// The gradient kernels behind the rules above. The overloads taking the forward's inputs and
+// node attributes serve the graph's backward nodes (engine/executor.cpp); they recompute what
+// the eager op kept (max_pool2d's argmax, cross_entropy's statistics).
+std::vector<Tensor> conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dGeometry& g,
+                                const std::vector<bool>& need);
+// stride_pad: stride_h, stride_w, pad_h, pad_w
+std::vector<Tensor> conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w,
+                                const std::vector<int64_t>& stride_pad, const std::vector<bool>& need);
+Tensor max_pool2d_grad(const Tensor& gy, const Tensor& argmax, const Pool2dGeometry& g);
+Tensor max_pool2d_grad(const Tensor& gy, const Tensor& x, const std::vector<int64_t>& window);  // kh, kw, sh, sw
+Tensor avg_pool2d_grad(const Tensor& gy, const Pool2dGeometry& g);
+// window_and_size: kh, kw, sh, sw, then the input's height and width
+Tensor avg_pool2d_grad(const Tensor& gy, const std::vector<int64_t>& window_and_size);
+Tensor cross_entropy_grad(const Tensor& gy, const Tensor& x, const Tensor& labels, const Tensor& stats,
+                          ReduceOp reduction, DType logits_dtype);
+Tensor cross_entropy_grad(const Tensor& gy, const Tensor& logits, const Tensor& labels, ReduceOp reduction);
+
 // Reduces a gradient computed at a broadcast shape back to `like`'s shape and dtype.
 Tensor reduce_to(const Tensor& g, const Tensor& like);
+// Zeros of in_shape with g written at slice(axis, start, stop, step) (slice's arguments as given
+// to the forward op: they are normalized the same way).
+Tensor slice_grad(const Tensor& g, const Shape& in_shape, int64_t axis, int64_t start, int64_t stop, int64_t step);
+// Zeros of in_shape with g's rows added at `index` along axis 0 (index_select's gradient).
+Tensor index_select_grad(const Tensor& g, const Tensor& index, const Shape& in_shape);
 
 }  // namespace nexus::ops::grad

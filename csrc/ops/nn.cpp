@@ -45,11 +45,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduct
 Tensor dropout(const Tensor& x, double p, bool training) {
   NX_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
+  return mul(x, dropout_mask(x, p));
+}
+
+Tensor dropout_mask(const Tensor& x, double p) {
+  NX_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   NX_CHECK_TYPE(is_floating(x.dtype()), "dropout: expected a floating-point tensor, got ", dtype_name(x.dtype()));
-  if (p == 1) return mul(x, scalar_like(0, x));  // everything dropped (as torch: x * 0, gradient 0)
+  if (p == 0) return full(x.shape(), 1, x.dtype());  // nothing dropped, no random numbers drawn
+  if (p == 1) return Tensor::zeros(x.shape(), x.dtype());  // everything dropped (as torch: x * 0, gradient 0)
   Tensor keep = binary(BinaryOp::Ge, rand(x.shape(), DType::Float32), scalar_like(p, full({}, 0, DType::Float32)));
-  Tensor mask = mul_scalar(cast(keep, x.dtype()), 1.0 / (1.0 - p));
-  return mul(x, mask);
+  return mul_scalar(cast(keep, x.dtype()), 1.0 / (1.0 - p));
 }
 
 static Tensor normalize(const Tensor& x, const Tensor& mu, const Tensor& v, double eps) {

@@ -81,6 +81,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stri
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
 Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
 Tensor dropout(const Tensor& x, double p, bool training);
+// dropout's multiplier for x in training: 0 where dropped, 1 / (1 - p) where kept (x's shape);
+// draws random numbers only for 0 < p < 1, as dropout
+Tensor dropout_mask(const Tensor& x, double p);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,

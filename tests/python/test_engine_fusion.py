@@ -78,7 +78,7 @@ def test_fused_training_in_the_interpreter_matches_compiled_kernels(monkeypatch,
 
 def conv_branchy_model(fusion):
     """Conv, batch norm, pooling, flatten, dropout, a residual with layer norm and a concat: every
-    layer kind whose backward mixes Grad nodes with fused elementwise rules."""
+    layer kind whose backward mixes gradient kernels with fused elementwise rules."""
     g = GraphBuilder(seed=1).input("img", Shape(8, 1, 12, 12))
     g.conv2d(4, 3, padding="same", activation="relu").batch_norm().max_pool2d(2).flatten()
     g.dense(16, "gelu").dropout(0.1).residual(lambda b: b.layer_norm().dense(16, "tanh"))

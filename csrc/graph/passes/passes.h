@@ -9,7 +9,7 @@
 
 namespace nexus::graph {
 
-// Appends the backward pass for g.loss: OnesLike, then elementwise rules and Grad nodes in reverse
+// Appends the backward pass for g.loss: OnesLike, then each node's rule as nodes, in reverse
 // order of the forward nodes that lead from a param to the loss. Fills g.param_grads. Forward is [0, forward_end).
 void autodiff(Graph& g);
 
