@@ -50,14 +50,14 @@ void bind_codegen(py::module_& parent) {
         return py::dict(py::arg("compiles") = s.compiles, py::arg("cache_hits") = s.cache_hits,
                         py::arg("compile_seconds") = s.compile_seconds, py::arg("interpreted") = s.interpreted);
       });
-  py::class_<codegen::FusedGroup>(m, "FusedGroup")
-      .def_readonly("group", &codegen::FusedGroup::group)
-      .def_readonly("program", &codegen::FusedGroup::program)
-      .def_readonly("consts", &codegen::FusedGroup::consts);
-  py::class_<codegen::FusedGraph>(m, "FusedGraph")
-      .def_readonly("groups", &codegen::FusedGraph::groups)
-      .def_readonly("refusals", &codegen::FusedGraph::refusals);
-  m.def("fuse_graph", [](const graph::Graph& g, const std::vector<int>& roots) { return codegen::fuse_graph(g, roots); },
+  py::class_<codegen::CompiledGroup>(m, "CompiledGroup")
+      .def_readonly("group", &codegen::CompiledGroup::group)
+      .def_readonly("program", &codegen::CompiledGroup::program)
+      .def_readonly("consts", &codegen::CompiledGroup::consts);
+  py::class_<codegen::CompiledPlan>(m, "CompiledPlan")
+      .def_readonly("groups", &codegen::CompiledPlan::groups)
+      .def_readonly("refusals", &codegen::CompiledPlan::refusals);
+  m.def("compile_plan", [](const graph::Graph& g, const std::vector<int>& roots) { return codegen::compile_plan(g, roots); },
         py::arg("graph"), py::arg("roots"), nogil);
 
   m.def("config", [] {

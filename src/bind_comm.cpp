@@ -24,10 +24,10 @@ RankBuffer to_rank_buffer(py::array& a) {
   return {a.mutable_data(), f64 ? DType::Float64 : DType::Float32, size_t(a.size())};
 }
 
-AllReduceOptions options(ReduceOp op, const std::string& codec, size_t segment_bytes,
+AllReduceOptions options(ReduceOp op, const std::string& compression, size_t segment_bytes,
                          double timeout_s) {
   NX_CHECK(timeout_s > 0, "loopback_allreduce: timeout_s must be > 0, got ", timeout_s);
-  return {op, make_codec(codec), nullptr, segment_bytes,
+  return {op, make_codec(compression), nullptr, segment_bytes,
           Timeout(int64_t(timeout_s * 1000 + 0.5))};
 }
 
@@ -71,19 +71,19 @@ void bind_comm(py::module_& root) {
       });
 
   m.def("loopback_allreduce", [](std::vector<py::array> arrays, ReduceOp op,
-                                 const std::string& codec, size_t segment_bytes, double timeout_s,
+                                 const std::string& compression, size_t segment_bytes, double timeout_s,
                                  const std::vector<Residual*>& residuals,
                                  const std::vector<int>& absent) {
     std::vector<RankBuffer> bufs;
     for (py::array& a : arrays) bufs.push_back(to_rank_buffer(a));
-    auto opts = options(op, codec, segment_bytes, timeout_s);
+    auto opts = options(op, compression, segment_bytes, timeout_s);
     std::vector<AllReduceStats> stats;
     {
       py::gil_scoped_release nogil;
       stats = loopback_allreduce(bufs, opts, residuals, absent);
     }
     return py::make_tuple(arrays, stats);
-  }, py::arg("buffers"), py::arg("op") = "sum", py::arg("codec") = "none",
+  }, py::arg("buffers"), py::arg("op") = "sum", py::arg("compression") = "none",
      py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 60.0,
      py::arg("residuals") = std::vector<Residual*>{}, py::arg("absent") = std::vector<int>{});
 }

@@ -88,8 +88,8 @@ void bind_graph(py::module_& m) {
   py::class_<engine::TracedProgram>(m, "TracedProgram")
       .def(py::init<Graph, std::vector<int>, bool>(), py::arg("graph"), py::arg("roots"), py::arg("fuse") = true)
       .def("run", &engine::TracedProgram::run, py::arg("inputs"), nogil)
-      .def_property_readonly("fused", [](const engine::TracedProgram& p) {
-        return p.fusion() ? p.fusion()->fused : codegen::FusedGraph{};
+      .def_property_readonly("plan", [](const engine::TracedProgram& p) {
+        return p.fusion() ? p.fusion()->plan : codegen::CompiledPlan{};
       })
       .def_property_readonly("live", &engine::TracedProgram::live)
       .def("dump", [](const engine::TracedProgram& p) { return p.graph().dump(); });
@@ -111,7 +111,7 @@ void bind_graph(py::module_& m) {
         const Graph& g = c.graph();
         py::list out;
         if (!c.fusion()) return out;
-        for (const auto& fg : c.fusion()->fused.groups) {
+        for (const auto& fg : c.fusion()->plan.groups) {
           py::list names;
           for (int n : fg.group.nodes) names.append(g.nodes()[size_t(n)].name);
           out.append(py::dict(py::arg("layers") = names, py::arg("nodes") = fg.group.nodes,

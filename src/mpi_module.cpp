@@ -16,10 +16,10 @@ using namespace nexus::comm;
 
 namespace {
 
-AllReduceOptions options(ReduceOp op, const std::string& codec, Residual* residual,
+AllReduceOptions options(ReduceOp op, const std::string& compression, Residual* residual,
                          size_t segment_bytes, double timeout_s) {
   NX_CHECK(timeout_s > 0, "all_reduce: timeout_s must be > 0, got ", timeout_s);
-  return {op, make_codec(codec), residual, segment_bytes,
+  return {op, make_codec(compression), residual, segment_bytes,
           Timeout(int64_t(timeout_s * 1000 + 0.5))};
 }
 
@@ -32,20 +32,20 @@ PYBIND11_MODULE(_C_mpi, m) {
   // libnexus_core, so its error types are the same types here and there.
   auto nogil = py::call_guard<py::gil_scoped_release>();
 
-  py::class_<MpiTransport>(m, "Communicator")
+  py::class_<MpiTransport>(m, "MpiTransport")
       .def(py::init<int64_t>(), py::arg("fortran_handle"), nogil)
       .def_property_readonly("rank", &MpiTransport::rank)
       .def_property_readonly("size", &MpiTransport::size);
 
   m.def("all_reduce", [](MpiTransport& t, const Tensor& x, ReduceOp op,
-                         const std::string& codec, Residual* residual, size_t segment_bytes,
+                         const std::string& compression, Residual* residual, size_t segment_bytes,
                          double timeout_s) {
     NX_CHECK(x.defined() && (x.numel() == 0 || x.is_contiguous()),
              "all_reduce: the tensor must be contiguous (t.contiguous())");
-    auto opts = options(op, codec, residual, segment_bytes, timeout_s);
+    auto opts = options(op, compression, residual, segment_bytes, timeout_s);
     py::gil_scoped_release nogil;
     return ring_allreduce(t, x.raw_data(), x.dtype(), size_t(x.numel()), opts);
-  }, py::arg("comm"), py::arg("x"), py::arg("op") = "sum", py::arg("codec") = "none",
+  }, py::arg("comm"), py::arg("x"), py::arg("op") = "sum", py::arg("compression") = "none",
      py::arg("residual") = nullptr, py::arg("segment_bytes") = kMaxSegmentBytes,
      py::arg("timeout_s") = 300.0);
 
@@ -54,16 +54,16 @@ PYBIND11_MODULE(_C_mpi, m) {
   py::class_<DataParallelReducer, engine::GradReducer, std::shared_ptr<DataParallelReducer>>(
       m, "DataParallelReducer")
       .def(py::init([](MpiTransport& world, const std::vector<Tensor>& params,
-                       size_t bucket_bytes, const std::string& codec,
-                       const std::string& leader_codec, bool overlap, MpiTransport* group,
+                       size_t bucket_bytes, const std::string& compression,
+                       const std::string& leader_compression, bool overlap, MpiTransport* group,
                        MpiTransport* leaders, size_t segment_bytes, double timeout_s) {
-        const AllReduceOptions o = options(ReduceOp::Sum, codec, nullptr, segment_bytes, timeout_s);
-        DataParallelOptions opts{bucket_bytes, o.codec, make_codec(leader_codec), overlap,
+        const AllReduceOptions o = options(ReduceOp::Sum, compression, nullptr, segment_bytes, timeout_s);
+        DataParallelOptions opts{bucket_bytes, o.codec, make_codec(leader_compression), overlap,
                                  segment_bytes, o.timeout};
         return std::make_shared<DataParallelReducer>(world, params, std::move(opts), group,
                                                      leaders);
       }), py::arg("world"), py::arg("params"), py::arg("bucket_bytes") = kDefaultBucketBytes,
-         py::arg("codec") = "none", py::arg("leader_codec") = "none", py::arg("overlap") = true,
+         py::arg("compression") = "none", py::arg("leader_compression") = "none", py::arg("overlap") = true,
          py::arg("group") = nullptr, py::arg("leaders") = nullptr,
          py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 300.0,
          py::keep_alive<1, 2>(), py::keep_alive<1, 8>(), py::keep_alive<1, 9>())

@@ -116,13 +116,13 @@ Lowered lower(const graph::Graph& g, const graph::FusionGroup& group) {
   return Lowering(g).run(group);
 }
 
-FusedGraph fuse_graph(const graph::Graph& g, const std::vector<int>& roots, int begin, int end) {
+CompiledPlan compile_plan(const graph::Graph& g, const std::vector<int>& roots, int begin, int end) {
   graph::FusionPlan plan = graph::partition(g, roots, begin, end);
-  FusedGraph out;
+  CompiledPlan out;
   out.refusals = std::move(plan.refusals);
   for (graph::FusionGroup& grp : plan.groups) {
     Lowered l = lower(g, grp);
-    out.groups.push_back(FusedGroup{std::move(grp), get_program(l.kernel), std::move(l.consts)});
+    out.groups.push_back(CompiledGroup{std::move(grp), get_program(l.kernel), std::move(l.consts)});
   }
   return out;
 }

@@ -19,19 +19,19 @@ struct Lowered {
 
 Lowered lower(const graph::Graph& g, const graph::FusionGroup& group);
 
-// The entry point for executors (nx.jit today, the engine next): partition the nodes
-// [begin, end) of g (graph::partition) and make each group runnable. At run time, for each group
+// The entry point for the engine: partition the nodes [begin, end) of g (graph::partition) and
+// compile each group (the glossary: graph/passes/fuse.h). At run time, for each group
 // in order: outputs = program->run(tensors of group.inputs, consts),
 // which yields the values group.outputs; the nodes of group.nodes are not run one by one.
-struct FusedGroup {
+struct CompiledGroup {
   graph::FusionGroup group;
   std::shared_ptr<Program> program;  // shared by identical groups of every graph in the process
   std::vector<double> consts;
 };
-struct FusedGraph {
-  std::vector<FusedGroup> groups;
+struct CompiledPlan {
+  std::vector<CompiledGroup> groups;
   std::vector<std::string> refusals;
 };
-FusedGraph fuse_graph(const graph::Graph& g, const std::vector<int>& roots, int begin = 0, int end = -1);
+CompiledPlan compile_plan(const graph::Graph& g, const std::vector<int>& roots, int begin = 0, int end = -1);
 
 }  // namespace nexus::codegen

@@ -24,7 +24,7 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
   roots.push_back(g_.loss);
   const int all = int(g_.nodes().size());
   // After autodiff, so the values backward reads count as the groups' outputs.
-  if (fuse) fusion_ = std::make_unique<Fusion>(g_, g_.forward_end);
+  if (fuse) fusion_ = std::make_unique<GraphKernels>(g_, g_.forward_end);
   train_ = schedule(roots, all);
   predict_ = schedule({g_.output}, g_.forward_end);
   loss_ = schedule({g_.loss}, g_.forward_end);
@@ -37,7 +37,7 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
     if (v < 0) continue;
     int at = g_.value(v).producer;
     const int group = running_group(fusion_.get(), train_, size_t(at));
-    if (group >= 0) at = fusion_->fused.groups[size_t(group)].group.nodes.back();
+    if (group >= 0) at = fusion_->plan.groups[size_t(group)].group.nodes.back();
     grads_final_at_[size_t(at)].push_back(i);
   }
 }
@@ -61,8 +61,8 @@ CompiledModel::Traffic CompiledModel::step_traffic(int64_t batch) const {
     const int group = running_group(fusion_.get(), train_, i);
     if (group < 0) {
       t.fused += b;
-    } else if (int(i) == fusion_->fused.groups[size_t(group)].group.nodes.back()) {
-      t.fused += graph::fused_bytes(g_, fusion_->fused.groups[size_t(group)].group, batch);
+    } else if (int(i) == fusion_->plan.groups[size_t(group)].group.nodes.back()) {
+      t.fused += graph::fused_bytes(g_, fusion_->plan.groups[size_t(group)].group, batch);
     }
   }
   return t;

@@ -41,7 +41,7 @@ class CompiledModel {
   std::vector<Tensor>& buffers() { return buffers_; }
   const std::vector<Tensor>& grads() const { return grads_; }
   const graph::Graph& graph() const { return g_; }
-  const Fusion* fusion() const { return fusion_.get(); }
+  const GraphKernels* fusion() const { return fusion_.get(); }
   MemoryStats memory_stats(int64_t batch) const { return engine::memory_stats(g_, fusion_.get(), train_, batch); }
 
   // The memory traffic of one training step at `batch`: the bytes every op reads and writes
@@ -58,7 +58,7 @@ class CompiledModel {
   Schedule schedule(const std::vector<int>& roots, int end) const;
 
   graph::Graph g_;
-  std::unique_ptr<Fusion> fusion_;
+  std::unique_ptr<GraphKernels> fusion_;
   std::vector<Tensor> params_, buffers_, grads_;
   Schedule train_, predict_, loss_;
   std::vector<std::vector<size_t>> grads_final_at_;  // per node: params whose gradient it ends

@@ -113,33 +113,33 @@ static std::vector<int> grad_roots(const graph::Graph& g) {
   return roots;
 }
 
-Fusion::Fusion(const graph::Graph& g, const std::vector<int>& roots) : group_of(g.nodes().size(), -1) {
-  fused = codegen::fuse_graph(g, roots, 0, int(g.nodes().size()));
+GraphKernels::GraphKernels(const graph::Graph& g, const std::vector<int>& roots) : group_of(g.nodes().size(), -1) {
+  plan = codegen::compile_plan(g, roots, 0, int(g.nodes().size()));
   index();
 }
 
-void Fusion::index() {
+void GraphKernels::index() {
   // A group of one op reads and writes what the op does: it runs as the op (nothing to compile).
-  std::erase_if(fused.groups, [](const codegen::FusedGroup& grp) { return grp.group.nodes.size() == 1; });
-  for (size_t k = 0; k < fused.groups.size(); ++k)
-    for (int m : fused.groups[k].group.nodes) group_of[size_t(m)] = int(k);
+  std::erase_if(plan.groups, [](const codegen::CompiledGroup& grp) { return grp.group.nodes.size() == 1; });
+  for (size_t k = 0; k < plan.groups.size(); ++k)
+    for (int m : plan.groups[k].group.nodes) group_of[size_t(m)] = int(k);
 }
 
-Fusion::Fusion(const graph::Graph& g, int forward_end) : group_of(g.nodes().size(), -1) {
+GraphKernels::GraphKernels(const graph::Graph& g, int forward_end) : group_of(g.nodes().size(), -1) {
   const std::vector<int> roots = grad_roots(g);
-  fused = codegen::fuse_graph(g, roots, 0, forward_end);
+  plan = codegen::compile_plan(g, roots, 0, forward_end);
   // The backward on its own: no group spans both, so a forward-only pass runs whole groups.
-  codegen::FusedGraph backward = codegen::fuse_graph(g, roots, forward_end, int(g.nodes().size()));
-  for (auto& grp : backward.groups) fused.groups.push_back(std::move(grp));
-  for (auto& r : backward.refusals) fused.refusals.push_back(std::move(r));
+  codegen::CompiledPlan backward = codegen::compile_plan(g, roots, forward_end, int(g.nodes().size()));
+  for (auto& grp : backward.groups) plan.groups.push_back(std::move(grp));
+  for (auto& r : backward.refusals) plan.refusals.push_back(std::move(r));
   index();
 }
 
-Schedule::Schedule(const graph::Graph& g, const Fusion* fusion, std::vector<bool> run_nodes,
+Schedule::Schedule(const graph::Graph& g, const GraphKernels* fusion, std::vector<bool> run_nodes,
                    const std::vector<int>& keep)
     : run(std::move(run_nodes)), last(graph::last_uses(g, run)) {
   if (fusion)
-    for (const codegen::FusedGroup& fg : fusion->fused.groups) {
+    for (const codegen::CompiledGroup& fg : fusion->plan.groups) {
       const std::vector<int>& members = fg.group.nodes;
       fused.push_back(std::all_of(members.begin(), members.end(), [&](int m) { return run[size_t(m)]; }));
       if (!fused.back()) continue;
@@ -151,12 +151,12 @@ Schedule::Schedule(const graph::Graph& g, const Fusion* fusion, std::vector<bool
     if (v >= 0) last[size_t(v)] = INT_MAX;
 }
 
-int running_group(const Fusion* fusion, const Schedule& s, size_t i) {
+int running_group(const GraphKernels* fusion, const Schedule& s, size_t i) {
   const int group = fusion ? fusion->group_of[i] : -1;
   return group >= 0 && s.fused[size_t(group)] ? group : -1;
 }
 
-MemoryStats memory_stats(const graph::Graph& g, const Fusion* fusion, const Schedule& s, int64_t batch) {
+MemoryStats memory_stats(const graph::Graph& g, const GraphKernels* fusion, const Schedule& s, int64_t batch) {
   MemoryStats m;
   m.batch = batch;
   std::vector<bool> is_grad(g.values().size(), false);
@@ -168,7 +168,7 @@ MemoryStats memory_stats(const graph::Graph& g, const Fusion* fusion, const Sche
     const Node& n = g.nodes()[i];
     if (!s.run[i] || n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Buffer) continue;
     const int group = running_group(fusion, s, i);
-    const graph::FusionGroup* fg = group >= 0 ? &fusion->fused.groups[size_t(group)].group : nullptr;
+    const graph::FusionGroup* fg = group >= 0 ? &fusion->plan.groups[size_t(group)].group : nullptr;
     if (fg && int(i) != fg->nodes.back()) continue;  // a group writes its outputs at its last member
     for (int v : fg ? fg->outputs : n.outputs) {
       if (v < 0) continue;
@@ -189,7 +189,7 @@ MemoryStats memory_stats(const graph::Graph& g, const Fusion* fusion, const Sche
   return m;
 }
 
-Executor::Executor(const graph::Graph& g, const Fusion* fusion) : g_(g), fusion_(fusion), env_(g.values().size()) {}
+Executor::Executor(const graph::Graph& g, const GraphKernels* fusion) : g_(g), fusion_(fusion), env_(g.values().size()) {}
 
 void Executor::run(size_t begin, size_t end, const Schedule& s, bool training) {
   for (size_t i = begin; i < end; ++i) {
@@ -197,7 +197,7 @@ void Executor::run(size_t begin, size_t end, const Schedule& s, bool training) {
     const Node& n = g_.nodes()[i];
     const int group = running_group(fusion_, s, i);
     if (group >= 0) {
-      const auto& members = fusion_->fused.groups[size_t(group)].group.nodes;
+      const auto& members = fusion_->plan.groups[size_t(group)].group.nodes;
       if (int(i) != members.back()) continue;  // the group runs at its last member
       run_group(group);
       for (int m : members) release_after(i, g_.nodes()[size_t(m)], s.last);
@@ -218,7 +218,7 @@ void Executor::release_after(size_t i, const Node& n, const std::vector<int>& la
 }
 
 void Executor::run_group(int group) {
-  const codegen::FusedGroup& fg = fusion_->fused.groups[size_t(group)];
+  const codegen::CompiledGroup& fg = fusion_->plan.groups[size_t(group)];
   std::vector<Tensor> in;
   in.reserve(fg.group.inputs.size());
   for (int v : fg.group.inputs) in.push_back(env_[size_t(v)]);

@@ -12,16 +12,16 @@
 
 namespace nexus::engine {
 
-// The fusion groups of a graph (forward and backward partitioned apart), as the executor runs
-// them: a group runs as one generated kernel at its last member node (every input exists by then
+// A graph's CompiledPlan (forward and backward partitioned apart) indexed by node, as the executor
+// runs it: a group runs as one generated kernel at its last member node (every input exists by then
 // and no outside reader comes earlier: graph::partition closes a group at its first outside read).
-struct Fusion {
-  codegen::FusedGraph fused;
+struct GraphKernels {
+  codegen::CompiledPlan plan;
   std::vector<int> group_of;  // per node: its group, or -1
 
-  Fusion(const graph::Graph& g, int forward_end);
+  GraphKernels(const graph::Graph& g, int forward_end);
   // A graph without a backward (an nx.jit trace): one partition for the values `roots` need.
-  Fusion(const graph::Graph& g, const std::vector<int>& roots);
+  GraphKernels(const graph::Graph& g, const std::vector<int>& roots);
 
  private:
   void index();  // drops one-op groups; fills group_of (sized by the constructor, all -1)
@@ -38,11 +38,11 @@ struct Schedule {
 
   Schedule() = default;
   // keep: the pass's results.
-  Schedule(const graph::Graph& g, const Fusion* fusion, std::vector<bool> run, const std::vector<int>& keep);
+  Schedule(const graph::Graph& g, const GraphKernels* fusion, std::vector<bool> run, const std::vector<int>& keep);
 };
 
 // The fused group node i runs in during the pass `s`, or -1 when it runs on its own.
-int running_group(const Fusion* fusion, const Schedule& s, size_t i);
+int running_group(const GraphKernels* fusion, const Schedule& s, size_t i);
 
 // The activation memory of the pass `s` at batch size `batch`, as the executor holds it: each
 // value a node writes (a fused group writes only its outputs) lives until it is freed after its
@@ -54,7 +54,7 @@ struct MemoryStats {
   int64_t total_bytes = 0;  // every activation in its own buffer (nothing freed)
   int64_t grad_bytes = 0;   // parameter gradients (as large as the parameters; not activations)
 };
-MemoryStats memory_stats(const graph::Graph& g, const Fusion* fusion, const Schedule& s, int64_t batch);
+MemoryStats memory_stats(const graph::Graph& g, const GraphKernels* fusion, const Schedule& s, int64_t batch);
 
 // n's inputs with an undefined tensor where n's attrs mark an optional input absent.
 std::vector<Tensor> with_absent(const graph::Node& n, std::vector<Tensor> present);
@@ -75,7 +75,7 @@ Tensor run_typed_node(const graph::Node& node, const std::vector<Tensor>& inputs
 class Executor {
  public:
   // fusion: null runs every node on its own.
-  explicit Executor(const graph::Graph& g, const Fusion* fusion = nullptr);
+  explicit Executor(const graph::Graph& g, const GraphKernels* fusion = nullptr);
 
   void set(int value, Tensor t) { env_[size_t(value)] = std::move(t); }
   const Tensor& get(int value) const { return env_[size_t(value)]; }
@@ -95,7 +95,7 @@ class Executor {
   void release_after(size_t i, const graph::Node& n, const std::vector<int>& last);
 
   const graph::Graph& g_;
-  const Fusion* fusion_;
+  const GraphKernels* fusion_;
   std::vector<Tensor> env_;
 };
 

@@ -21,13 +21,13 @@ class TracedProgram {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
 
   const graph::Graph& graph() const { return g_; }
-  const Fusion* fusion() const { return fusion_.get(); }
+  const GraphKernels* fusion() const { return fusion_.get(); }
   const std::vector<bool>& live() const { return schedule_.run; }
 
  private:
   graph::Graph g_;
   std::vector<int> roots_;
-  std::unique_ptr<Fusion> fusion_;
+  std::unique_ptr<GraphKernels> fusion_;
   Schedule schedule_;  // the nodes the roots depend on
   // One executor reused by every call (its tables are sized once); a call that finds it taken by
   // another thread's call runs on an executor of its own.

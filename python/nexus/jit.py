@@ -65,9 +65,9 @@ class _Plan:
         self.sources = tracer.sources
         self.scan = scan  # holds what the guards compare by identity
         self.program = _C.TracedProgram(self.graph, roots)
-        fused = self.program.fused
-        self.refusals = list(fused.refusals)
-        self.kernels = [(fg.group, fg.program, list(fg.consts)) for fg in fused.groups]
+        plan = self.program.plan
+        self.refusals = list(plan.refusals)
+        self.kernels = [(cg.group, cg.program, list(cg.consts)) for cg in plan.groups]
         members = {n for grp, _, _ in self.kernels for n in grp.nodes}
         g, skip = self.graph, (_C.OpKind.input, _C.OpKind.const)
         self.ops = sum(1 for n, on in enumerate(self.program.live)  # ops between the kernels

@@ -122,7 +122,7 @@ def test_bad_specs_and_bad_messages_raise_value_error():
 @pytest.mark.parametrize("n_ranks", [2, 4])
 def test_wire_bytes_meet_the_compression_bars(rng, spec, bar, n_ranks):
     inputs = [rng.standard_normal(1 << 16).astype(np.float32) for _ in range(n_ranks)]
-    _, stats = comm.loopback_allreduce(inputs, codec=spec, timeout_s=30.0)
+    _, stats = comm.loopback_allreduce(inputs, compression=spec, timeout_s=30.0)
     sent = sum(s.bytes_sent for s in stats)
     uncompressed = sum(s.bytes_uncompressed for s in stats)
     assert uncompressed == 2 * (n_ranks - 1) * 4 * (1 << 16)
@@ -137,12 +137,12 @@ def test_error_feedback_converges_in_mean_to_the_exact_sum(rng, spec):
     n_ranks, n = 4, 600
     grads = [rng.standard_normal(n).astype(np.float32) for _ in range(n_ranks)]
     exact = np.sum(np.array(grads, np.float64), axis=0)
-    one_shot = np.abs(comm.loopback_allreduce([g.copy() for g in grads], codec=spec,
+    one_shot = np.abs(comm.loopback_allreduce([g.copy() for g in grads], compression=spec,
                                               timeout_s=30.0)[0][0] - exact).max()
     residuals = [comm.Residual(n) for _ in range(n_ranks)]
     total, errors = np.zeros(n), {}
     for t in range(1, 1001):
-        out, _ = comm.loopback_allreduce([g.copy() for g in grads], codec=spec, segment_bytes=512,
+        out, _ = comm.loopback_allreduce([g.copy() for g in grads], compression=spec, segment_bytes=512,
                                          residuals=residuals, timeout_s=30.0)
         total += out[0]
         if t in (250, 1000):
@@ -153,8 +153,8 @@ def test_error_feedback_converges_in_mean_to_the_exact_sum(rng, spec):
 
 def test_without_feedback_a_deterministic_codec_repeats_its_error(rng):
     grads = [rng.standard_normal(600).astype(np.float32) for _ in range(3)]
-    first = comm.loopback_allreduce([g.copy() for g in grads], codec="sign")[0][0]
-    again = comm.loopback_allreduce([g.copy() for g in grads], codec="sign")[0][0]
+    first = comm.loopback_allreduce([g.copy() for g in grads], compression="sign")[0][0]
+    again = comm.loopback_allreduce([g.copy() for g in grads], compression="sign")[0][0]
     np.testing.assert_array_equal(first, again)
 
 
@@ -163,7 +163,7 @@ def test_residual_holds_what_the_codec_dropped(rng):
     grads = [rng.standard_normal(n).astype(np.float32) for _ in range(2)]
     residuals = [comm.Residual(n), comm.Residual(n)]
     assert len(residuals[0]) == n and not residuals[0].numpy().any()
-    comm.loopback_allreduce([g.copy() for g in grads], codec="topk:0.1", residuals=residuals)
+    comm.loopback_allreduce([g.copy() for g in grads], compression="topk:0.1", residuals=residuals)
     for r in residuals:
         kept = np.count_nonzero(r.numpy() == 0)
         assert 0 < kept < n  # dropped entries wait in the residual, sent ones are cleared
@@ -171,5 +171,5 @@ def test_residual_holds_what_the_codec_dropped(rng):
     assert not residuals[0].numpy().any()
     # a lossless codec leaves nothing behind
     lossless = [comm.Residual(n), comm.Residual(n)]
-    comm.loopback_allreduce([g.copy() for g in grads], codec="none", residuals=lossless)
+    comm.loopback_allreduce([g.copy() for g in grads], compression="none", residuals=lossless)
     assert not any(r.numpy().any() for r in lossless)

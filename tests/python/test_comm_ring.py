@@ -110,7 +110,7 @@ def test_ring_max_and_min_match_numpy_for_every_size(rng, n_ranks, op, dtype):
 
 def test_ring_max_refuses_a_lossy_codec(rng):
     with pytest.raises(ValueError, match='op "max" takes codec "none", got "int8"'):
-        allreduce(int_inputs(rng, 2, 10), op="max", codec="int8")
+        allreduce(int_inputs(rng, 2, 10), op="max", compression="int8")
 
 
 def test_ring_reduces_in_place_and_returns_the_same_arrays(rng):
@@ -125,7 +125,7 @@ def test_ring_reduces_in_place_and_returns_the_same_arrays(rng):
 @pytest.mark.parametrize("n_ranks", [2, 3, 5])
 def test_lossy_ring_leaves_every_rank_bit_identical(rng, codec, n_ranks):
     inputs = [rng.standard_normal(777).astype(np.float32) for _ in range(n_ranks)]
-    out, stats = allreduce(inputs, codec=codec, segment_bytes=256)
+    out, stats = allreduce(inputs, compression=codec, segment_bytes=256)
     for got in out[1:]:
         np.testing.assert_array_equal(got, out[0])
     assert all(s.bytes_sent < s.bytes_uncompressed for s in stats)
@@ -137,7 +137,7 @@ def test_topk_sums_every_ranks_own_top_entries_in_rank_order(rng, n_ranks):
     # re-sparsified along the ring, and added in rank order (so the bits match everywhere).
     n, seg_bytes = 777, 256
     inputs = [rng.standard_normal(n).astype(np.float32) for _ in range(n_ranks)]
-    out, stats = allreduce(inputs, codec="topk:0.2", segment_bytes=seg_bytes)
+    out, stats = allreduce(inputs, compression="topk:0.2", segment_bytes=seg_bytes)
     seg = seg_bytes // 4
     ks = [int(np.ceil(0.2 / n_ranks * len(range(off, min(off + seg, n))) - 1e-9))
           for off in range(0, n, seg)]
@@ -157,7 +157,7 @@ def test_topk_sums_every_ranks_own_top_entries_in_rank_order(rng, n_ranks):
 
 def test_world_of_one_sends_nothing_and_applies_no_codec(rng):
     x = rng.standard_normal(100).astype(np.float32)
-    out, stats = allreduce([x], codec="sign", op="mean")
+    out, stats = allreduce([x], compression="sign", op="mean")
     np.testing.assert_array_equal(out[0], x)
     assert (stats[0].bytes_sent, stats[0].bytes_uncompressed) == (0, 0)
     assert stats[0].seconds >= 0
@@ -166,7 +166,7 @@ def test_world_of_one_sends_nothing_and_applies_no_codec(rng):
 def test_stats_report_wire_and_uncompressed_bytes_separately(rng):
     inputs = [rng.standard_normal(4096).astype(np.float32) for _ in range(4)]
     _, plain = allreduce(inputs)
-    _, half = allreduce(inputs, codec="fp16")
+    _, half = allreduce(inputs, compression="fp16")
     for p, h in zip(plain, half):
         assert p.bytes_sent == p.bytes_uncompressed == h.bytes_uncompressed
         assert h.bytes_sent * 2 == h.bytes_uncompressed
@@ -194,7 +194,7 @@ def test_a_rank_that_raises_stops_the_others_and_its_error_is_reported(rng):
     inputs = int_inputs(rng, 4, 100)
     residuals = [comm.Residual(100), comm.Residual(100), comm.Residual(5), comm.Residual(100)]
     with pytest.raises(ValueError, match="Residual has 5 elements but the buffer has 100"):
-        comm.loopback_allreduce(inputs, codec="int8", residuals=residuals, timeout_s=30.0)
+        comm.loopback_allreduce(inputs, compression="int8", residuals=residuals, timeout_s=30.0)
 
 
 def test_bad_arguments_raise_value_and_type_errors(rng):
@@ -205,9 +205,9 @@ def test_bad_arguments_raise_value_and_type_errors(rng):
     with pytest.raises(ValueError, match="all_reduce: op 'none' is not one of 'sum', 'mean', 'max', 'min'$"):
         comm.loopback_allreduce([a.copy() for a in x], op="none")
     with pytest.raises(ValueError, match="valid codecs"):
-        comm.loopback_allreduce([a.copy() for a in x], codec="zstd")
+        comm.loopback_allreduce([a.copy() for a in x], compression="zstd")
     with pytest.raises(ValueError, match="a float64 buffer takes codec"):
-        comm.loopback_allreduce([np.zeros(4), np.zeros(4)], codec="fp16")
+        comm.loopback_allreduce([np.zeros(4), np.zeros(4)], compression="fp16")
     with pytest.raises(ValueError, match="rank 1's buffer has 5 elements but rank 0's has 4"):
         comm.loopback_allreduce([np.zeros(4, np.float32), np.zeros(5, np.float32)])
     with pytest.raises(TypeError, match="float32 or float64"):

@@ -160,7 +160,7 @@ def floor_then_remainder(a, b, dtype):
 def fused_floor_then_remainder(a, b, dtype):
     """(a // b) % b as one fused kernel (C++ when a compiler is found, else the interpreter)."""
     g, q, r = floor_then_remainder(a, b, dtype)
-    groups = list(_C.codegen.fuse_graph(g, [q, r]).groups)
+    groups = list(_C.codegen.compile_plan(g, [q, r]).groups)
     assert len(groups) == 1
     program = groups[0].program
     assert "floor_divide" in program.source("cpp") and "remainder_" in program.source("cuda")
@@ -193,7 +193,7 @@ def test_cuda_dialect_compiles_to_ptx():
         pytest.skip("needs NVRTC: pip install nvidia-cuda-nvrtc-cu12")
     for dtype, a, b in fused_cases():
         g, _, r = floor_then_remainder(a, b, dtype)
-        program = _C.codegen.fuse_graph(g, [r]).groups[0].program
+        program = _C.codegen.compile_plan(g, [r]).groups[0].program
         ptx = nx._C.codegen.ptx(program, "compute_80", jit_module.nvrtc_candidates())
         assert f".entry {program.name}" in ptx
 

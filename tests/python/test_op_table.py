@@ -114,7 +114,7 @@ def fused_graph():
 def fused_kernel():
     """The fused graph's one group, its values and its feeds."""
     g, values, feeds, total = fused_graph()
-    groups = _C.codegen.fuse_graph(g, [*values.values(), total]).groups
+    groups = _C.codegen.compile_plan(g, [*values.values(), total]).groups
     assert len(groups) == 1
     return groups[0], values, feeds
 

@@ -1,4 +1,11 @@
 // Fusion partitioning (passes/fuse.cpp): which nodes of a graph become one fused kernel.
+//
+// The fusion glossary, one name per stage:
+//   graph::FusionGroup     the nodes that become one kernel (this file)
+//   graph::FusionPlan      a graph's FusionGroups and the refusals (graph::partition)
+//   codegen::CompiledGroup a FusionGroup with its compiled Program and constants (codegen/lower.h)
+//   codegen::CompiledPlan  a FusionPlan whose groups are compiled (codegen::compile_plan)
+//   engine::GraphKernels   a graph's CompiledPlan indexed by node, as the executor runs it
 #pragma once
 
 #include <cstdint>

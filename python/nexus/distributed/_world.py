@@ -48,7 +48,7 @@ class _World:
     def __init__(self):
         self.mpi = None  # the mpi4py.MPI module, when MPI is in use
         self.comm = None  # mpi4py communicator (COMM_WORLD)
-        self.transport = None  # _C_mpi.Communicator over a duplicate of it
+        self.transport = None  # _C_mpi.MpiTransport over a duplicate of it
         self.rank, self.size = 0, 1
         self.last = Stats(0, 0, 0.0)
 
@@ -86,7 +86,7 @@ def init() -> None:
 
         w.mpi, w.comm = MPI, MPI.COMM_WORLD
         w.rank, w.size = w.comm.Get_rank(), w.comm.Get_size()
-        w.transport = _C_mpi.Communicator(w.comm.py2f())
+        w.transport = _C_mpi.MpiTransport(w.comm.py2f())
         atexit.register(_release, w)  # runs before mpi4py's MPI_Finalize (registered earlier)
         if w.size > 1:
             sys.excepthook = _abort_on_uncaught

@@ -128,5 +128,5 @@ def _hierarchy(w, groups) -> tuple:
     is_leader = w.rank == groups.index(mine)
     group_comm = w.comm.Split(names.index(mine), w.rank)
     leader_comm = w.comm.Split(0 if is_leader else w.mpi.UNDEFINED, w.rank)
-    leaders = _C_mpi.Communicator(leader_comm.py2f()) if is_leader and len(names) > 1 else None
-    return _C_mpi.Communicator(group_comm.py2f()), leaders
+    leaders = _C_mpi.MpiTransport(leader_comm.py2f()) if is_leader and len(names) > 1 else None
+    return _C_mpi.MpiTransport(group_comm.py2f()), leaders
