@@ -34,16 +34,19 @@ void bind_codegen(py::module_& parent) {
   py::class_<graph::FusionPlan>(m, "FusionPlan")
       .def_readonly("groups", &graph::FusionPlan::groups)
       .def_readonly("refusals", &graph::FusionPlan::refusals);
-  m.def("fuse", [](const graph::Graph& g, const std::vector<int>& roots) { return graph::partition(g, roots); },
-        py::arg("graph"), py::arg("roots"));
+  m.def(
+      "fuse", [](const graph::Graph& g, const std::vector<int>& roots) { return graph::partition(g, roots); },
+      py::arg("graph"), py::arg("roots"));
 
   py::class_<Program, std::shared_ptr<Program>>(m, "Program")
       .def_property_readonly("name", &Program::name)
       .def_property_readonly("num_outputs", [](const Program& p) { return p.kernel().num_outputs(); })
-      .def("run", [](Program& p, const std::vector<Tensor>& in, const std::vector<double>& c) { return p.run(in, c); },
-           nogil)
-      .def("source", [](const Program& p, const std::string& d) { return p.source(dialect(d)); },
-           py::arg("dialect") = "cpp")
+      .def(
+          "run", [](Program& p, const std::vector<Tensor>& in, const std::vector<double>& c) { return p.run(in, c); },
+          nogil)
+      .def(
+          "source", [](const Program& p, const std::string& d) { return p.source(dialect(d)); },
+          py::arg("dialect") = "cpp")
       .def("dump", [](const Program& p) { return p.kernel().dump(); })
       .def("stats", [](const Program& p) {
         codegen::ProgramStats s = p.stats();
@@ -57,8 +60,10 @@ void bind_codegen(py::module_& parent) {
   py::class_<codegen::CompiledPlan>(m, "CompiledPlan")
       .def_readonly("groups", &codegen::CompiledPlan::groups)
       .def_readonly("refusals", &codegen::CompiledPlan::refusals);
-  m.def("compile_plan", [](const graph::Graph& g, const std::vector<int>& roots) { return codegen::compile_plan(g, roots); },
-        py::arg("graph"), py::arg("roots"), nogil);
+  m.def(
+      "compile_plan",
+      [](const graph::Graph& g, const std::vector<int>& roots) { return codegen::compile_plan(g, roots); },
+      py::arg("graph"), py::arg("roots"), nogil);
 
   m.def("config", [] {
     const codegen::Compiler& c = codegen::host_compiler();
@@ -68,13 +73,16 @@ void bind_codegen(py::module_& parent) {
   });
   m.def("cache_stats", [] {
     codegen::CacheStats s = codegen::cache_stats();
-    return py::dict(py::arg("compiles") = s.compiles, py::arg("cache_hits") = s.hits,
-                    py::arg("rebuilt") = s.rebuilt, py::arg("compile_seconds") = s.compile_seconds);
+    return py::dict(py::arg("compiles") = s.compiles, py::arg("cache_hits") = s.hits, py::arg("rebuilt") = s.rebuilt,
+                    py::arg("compile_seconds") = s.compile_seconds);
   });
   m.def("nvrtc_version", &codegen::nvrtc_version, nogil);
-  m.def("ptx", [](const Program& p, const std::string& arch, const std::vector<std::string>& libs) {
-    return codegen::nvrtc_ptx(p.source(codegen::Dialect::Cuda), p.name(), arch, libs);
-  }, nogil);
+  m.def(
+      "ptx",
+      [](const Program& p, const std::string& arch, const std::vector<std::string>& libs) {
+        return codegen::nvrtc_ptx(p.source(codegen::Dialect::Cuda), p.name(), arch, libs);
+      },
+      nogil);
 }
 
 }  // namespace nexus::python

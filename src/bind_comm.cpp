@@ -19,16 +19,13 @@ RankBuffer to_rank_buffer(py::array& a) {
            "loopback_allreduce: each buffer must be a writeable contiguous 1-D array");
   const bool f64 = a.dtype().is(py::dtype::of<double>());
   NX_CHECK_TYPE(f64 || a.dtype().is(py::dtype::of<float>()),
-                "loopback_allreduce: buffers must be float32 or float64, got ",
-                std::string(py::str(a.dtype())));
+                "loopback_allreduce: buffers must be float32 or float64, got ", std::string(py::str(a.dtype())));
   return {a.mutable_data(), f64 ? DType::Float64 : DType::Float32, size_t(a.size())};
 }
 
-AllReduceOptions options(ReduceOp op, const std::string& compression, size_t segment_bytes,
-                         double timeout_s) {
+AllReduceOptions options(ReduceOp op, const std::string& compression, size_t segment_bytes, double timeout_s) {
   NX_CHECK(timeout_s > 0, "loopback_allreduce: timeout_s must be > 0, got ", timeout_s);
-  return {op, make_codec(compression), nullptr, segment_bytes,
-          Timeout(int64_t(timeout_s * 1000 + 0.5))};
+  return {op, make_codec(compression), nullptr, segment_bytes, Timeout(int64_t(timeout_s * 1000 + 0.5))};
 }
 
 }  // namespace
@@ -40,20 +37,25 @@ void bind_comm(py::module_& root) {
   m.attr("INT8_BLOCK") = kInt8Block;
 
   py::class_<Codec, std::shared_ptr<Codec>>(m, "Codec")
-      .def(py::init([](const std::string& spec) {
-        return std::const_pointer_cast<Codec>(make_codec(spec));
-      }), py::arg("spec"))
+      .def(py::init([](const std::string& spec) { return std::const_pointer_cast<Codec>(make_codec(spec)); }),
+           py::arg("spec"))
       .def_property_readonly("spec", &Codec::spec)
       .def_property_readonly("lossless", &Codec::lossless)
       .def("max_encoded_bytes", &Codec::max_encoded_bytes, py::arg("n"))
-      .def("encode", [](const Codec& c, Floats x) {
-        auto v = encode_to_vector(c, x.data(), size_t(x.size()));
-        return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-      }, py::arg("x"))
-      .def("decode", [](const Codec& c, std::string_view b, size_t n) {
-        auto v = decode_to_vector(c, reinterpret_cast<const std::byte*>(b.data()), b.size(), n);
-        return Floats(py::ssize_t(v.size()), v.data());
-      }, py::arg("data"), py::arg("n"));
+      .def(
+          "encode",
+          [](const Codec& c, Floats x) {
+            auto v = encode_to_vector(c, x.data(), size_t(x.size()));
+            return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+          },
+          py::arg("x"))
+      .def(
+          "decode",
+          [](const Codec& c, std::string_view b, size_t n) {
+            auto v = decode_to_vector(c, reinterpret_cast<const std::byte*>(b.data()), b.size(), n);
+            return Floats(py::ssize_t(v.size()), v.data());
+          },
+          py::arg("data"), py::arg("n"));
 
   py::class_<Residual>(m, "Residual")
       .def(py::init<size_t>(), py::arg("n"))
@@ -66,26 +68,27 @@ void bind_comm(py::module_& root) {
       .def_readonly("bytes_uncompressed", &AllReduceStats::bytes_uncompressed)
       .def_readonly("seconds", &AllReduceStats::seconds)
       .def("__repr__", [](const AllReduceStats& s) {
-        return str("AllReduceStats(bytes_sent=", s.bytes_sent, ", bytes_uncompressed=",
-                   s.bytes_uncompressed, ", seconds=", s.seconds, ")");
+        return str("AllReduceStats(bytes_sent=", s.bytes_sent, ", bytes_uncompressed=", s.bytes_uncompressed,
+                   ", seconds=", s.seconds, ")");
       });
 
-  m.def("loopback_allreduce", [](std::vector<py::array> arrays, ReduceOp op,
-                                 const std::string& compression, size_t segment_bytes, double timeout_s,
-                                 const std::vector<Residual*>& residuals,
-                                 const std::vector<int>& absent) {
-    std::vector<RankBuffer> bufs;
-    for (py::array& a : arrays) bufs.push_back(to_rank_buffer(a));
-    auto opts = options(op, compression, segment_bytes, timeout_s);
-    std::vector<AllReduceStats> stats;
-    {
-      py::gil_scoped_release nogil;
-      stats = loopback_allreduce(bufs, opts, residuals, absent);
-    }
-    return py::make_tuple(arrays, stats);
-  }, py::arg("buffers"), py::arg("op") = "sum", py::arg("compression") = "none",
-     py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 60.0,
-     py::arg("residuals") = std::vector<Residual*>{}, py::arg("absent") = std::vector<int>{});
+  m.def(
+      "loopback_allreduce",
+      [](std::vector<py::array> arrays, ReduceOp op, const std::string& compression, size_t segment_bytes,
+         double timeout_s, const std::vector<Residual*>& residuals, const std::vector<int>& absent) {
+        std::vector<RankBuffer> bufs;
+        for (py::array& a : arrays) bufs.push_back(to_rank_buffer(a));
+        auto opts = options(op, compression, segment_bytes, timeout_s);
+        std::vector<AllReduceStats> stats;
+        {
+          py::gil_scoped_release nogil;
+          stats = loopback_allreduce(bufs, opts, residuals, absent);
+        }
+        return py::make_tuple(arrays, stats);
+      },
+      py::arg("buffers"), py::arg("op") = "sum", py::arg("compression") = "none",
+      py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 60.0,
+      py::arg("residuals") = std::vector<Residual*>{}, py::arg("absent") = std::vector<int>{});
 }
 
 }  // namespace nexus::python

@@ -16,8 +16,7 @@ using namespace pybind11::literals;
 namespace nexus::python {
 namespace {
 
-template <class T>
-py::capsule owner(T* p) {
+template <class T> py::capsule owner(T* p) {
   return py::capsule(p, [](void* q) { delete static_cast<T*>(q); });
 }
 
@@ -27,8 +26,7 @@ py::object strings_to_numpy(const data::Column& c) {
   for (int64_t i = 0; i < c.rows; ++i) {
     if (!c.valid.empty() && !c.valid[size_t(i)]) continue;
     const char* s = c.chars.data() + c.offsets[size_t(i)];
-    PyObject* u = PyUnicode_DecodeUTF8(s, c.offsets[size_t(i) + 1] - c.offsets[size_t(i)],
-                                       "surrogatepass");
+    PyObject* u = PyUnicode_DecodeUTF8(s, c.offsets[size_t(i) + 1] - c.offsets[size_t(i)], "surrogatepass");
     if (!u) throw py::error_already_set();
     PyObject* none = slots[i];
     slots[i] = u;
@@ -49,20 +47,17 @@ py::object column_to_numpy(data::Column& c) {
 py::tuple table_to_python(data::Table& t) {
   py::list cols;
   for (auto& c : t.columns) cols.append(py::make_tuple(c.name, column_to_numpy(c)));
-  py::dict stats("rows"_a = t.stats.rows, "lines"_a = t.stats.lines,
-                 "skipped"_a = t.stats.skipped, "skipped_lines"_a = t.stats.skipped_lines,
-                 "bytes"_a = t.stats.bytes);
+  py::dict stats("rows"_a = t.stats.rows, "lines"_a = t.stats.lines, "skipped"_a = t.stats.skipped,
+                 "skipped_lines"_a = t.stats.skipped_lines, "bytes"_a = t.stats.bytes);
   return py::make_tuple(cols, stats);
 }
 
-template <class F>
-auto without_gil(F&& f) {
+template <class F> auto without_gil(F&& f) {
   py::gil_scoped_release nogil;
   return f();  // the result is built before the GIL is taken back
 }
 
-template <class F>
-py::tuple read_table(F&& read) {
+template <class F> py::tuple read_table(F&& read) {
   data::Table t = without_gil(read);
   return table_to_python(t);
 }
@@ -76,15 +71,16 @@ std::pair<const char*, size_t> bytes_of(const py::buffer& b) {
 
 py::tuple idx_to_python(data::IdxArray&& a) {
   auto* buf = new data::Buffer(std::move(a.values));
-  py::array flat(py::dtype(a.dtype), {py::ssize_t(buf->bytes / py::dtype(a.dtype).itemsize())},
-                 buf->data.get(), owner(buf));
+  py::array flat(py::dtype(a.dtype), {py::ssize_t(buf->bytes / py::dtype(a.dtype).itemsize())}, buf->data.get(),
+                 owner(buf));
   return py::make_tuple(flat, a.shape);
 }
 
 std::vector<data::LoaderSource> loader_sources(const std::vector<py::array>& arrays) {
   std::vector<data::LoaderSource> out;
   for (const auto& a : arrays) {
-    NX_CHECK(a.ndim() >= 1 && (a.flags() & py::array::c_style), "DataLoader: expected "
+    NX_CHECK(a.ndim() >= 1 && (a.flags() & py::array::c_style),
+             "DataLoader: expected "
              "C-contiguous arrays with at least one dimension");
     int64_t row = a.itemsize();
     for (py::ssize_t d = 1; d < a.ndim(); ++d) row *= a.shape(d);
@@ -104,8 +100,7 @@ py::tuple batch_to_python(data::Batch& b, const std::shared_ptr<data::BufferPool
   py::list cols;
   for (auto& c : b.columns) {
     auto* h = new PooledBuffer{std::move(c), pool};
-    cols.append(py::array(py::dtype("uint8"), {py::ssize_t(h->buf.bytes)}, h->buf.data.get(),
-                          owner(h)));
+    cols.append(py::array(py::dtype("uint8"), {py::ssize_t(h->buf.bytes)}, h->buf.data.get(), owner(h)));
   }
   auto* idx = new std::vector<int64_t>(std::move(b.indices));
   return py::make_tuple(cols, py::array(py::ssize_t(idx->size()), idx->data(), owner(idx)));
@@ -130,12 +125,14 @@ void bind_data(py::module_& m) {
     return read_table([&] { return data::parse_jsonl(p, n, o); });
   });
   py::class_<data::JsonlReader>(m, "JsonlReader")
-      .def(py::init<const std::string&, ReadOptions, int64_t>(),
-           py::call_guard<py::gil_scoped_release>())
+      .def(py::init<const std::string&, ReadOptions, int64_t>(), py::call_guard<py::gil_scoped_release>())
       .def("next", [](data::JsonlReader& r) -> py::object {  // None at the end
         data::Table t;
         bool more = false;
-        py::tuple out = read_table([&] { more = r.next(t); return std::move(t); });
+        py::tuple out = read_table([&] {
+          more = r.next(t);
+          return std::move(t);
+        });
         return more ? py::object(out) : py::none();
       });
 
@@ -153,9 +150,8 @@ void bind_data(py::module_& m) {
     return read_table([&] { return data::parse_csv(p, n, o, c); });
   });
 
-  m.def("read_idx", [](const std::string& path) {
-    return idx_to_python(without_gil([&] { return data::read_idx(path); }));
-  });
+  m.def("read_idx",
+        [](const std::string& path) { return idx_to_python(without_gil([&] { return data::read_idx(path); })); });
   m.def("parse_idx", [](const py::buffer& b) {
     auto [p, n] = bytes_of(b);
     return idx_to_python(without_gil([&] { return data::parse_idx(p, n); }));
@@ -172,11 +168,10 @@ void bind_data(py::module_& m) {
       .def_readwrite("shares", &LoaderOptions::shares)
       .def_readwrite("rank", &LoaderOptions::rank);
   m.def("batch_count", &data::batch_count);
-  py::class_<data::BufferPool, std::shared_ptr<data::BufferPool>>(m, "BufferPool")
-      .def(py::init<>());
+  py::class_<data::BufferPool, std::shared_ptr<data::BufferPool>>(m, "BufferPool").def(py::init<>());
   py::class_<data::BatchProducer>(m, "BatchProducer")
-      .def(py::init([](const std::vector<py::array>& arrays, const LoaderOptions& o,
-                       uint64_t epoch, std::shared_ptr<data::BufferPool> pool) {
+      .def(py::init([](const std::vector<py::array>& arrays, const LoaderOptions& o, uint64_t epoch,
+                       std::shared_ptr<data::BufferPool> pool) {
              return std::make_unique<data::BatchProducer>(loader_sources(arrays), o, epoch, pool);
            }),
            py::keep_alive<1, 2>())

@@ -25,7 +25,9 @@ static void bind_op_enum(py::module_& m, const char* name, const ops::OpInfo (&t
 
 void bind_ops(py::module_& m) {
   py::enum_<ops::OpDomain>(m, "OpDomain")
-      .value("any", ops::OpDomain::Any).value("numeric", ops::OpDomain::Numeric).value("float", ops::OpDomain::Float);
+      .value("any", ops::OpDomain::Any)
+      .value("numeric", ops::OpDomain::Numeric)
+      .value("float", ops::OpDomain::Float);
   bind_op_enum<ops::UnaryOp>(m, "UnaryOp", ops::kUnaryOps);
   bind_op_enum<ops::BinaryOp>(m, "BinaryOp", ops::kBinaryOps);
 
@@ -70,21 +72,30 @@ void bind_ops(py::module_& m) {
   m.def("matmul", &ops::matmul, nogil);
   m.def("cross_entropy", &ops::cross_entropy, nogil);
   // The ops each front end takes, for the checks in python/nexus (functional, distributed).
-  m.attr("LOSS_REDUCTIONS") = py::tuple(py::cast(std::vector(std::begin(ops::kLossReductions),
-                                                             std::end(ops::kLossReductions))));
-  m.attr("REDUCTIONS") = py::tuple(py::cast(std::vector(std::begin(kReductions),
-                                                        std::end(kReductions))));
-  m.def("conv2d", [](const Tensor& x, const Tensor& w, const OptTensor& b, int64_t sh, int64_t sw,
-                     int64_t ph, int64_t pw) { return ops::conv2d(x, w, opt(b), sh, sw, ph, pw); }, nogil);
+  m.attr("LOSS_REDUCTIONS") =
+      py::tuple(py::cast(std::vector(std::begin(ops::kLossReductions), std::end(ops::kLossReductions))));
+  m.attr("REDUCTIONS") = py::tuple(py::cast(std::vector(std::begin(kReductions), std::end(kReductions))));
+  m.def(
+      "conv2d",
+      [](const Tensor& x, const Tensor& w, const OptTensor& b, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+        return ops::conv2d(x, w, opt(b), sh, sw, ph, pw);
+      },
+      nogil);
   m.def("max_pool2d", &ops::max_pool2d, nogil);
   m.def("avg_pool2d", &ops::avg_pool2d, nogil);
   m.def("dropout", &ops::dropout, nogil);
-  m.def("layer_norm", [](const Tensor& x, const Shape& s, const OptTensor& w, const OptTensor& b,
-                         double eps) { return ops::layer_norm(x, s, opt(w), opt(b), eps); }, nogil);
-  m.def("batch_norm", [](const Tensor& x, const OptTensor& rm, const OptTensor& rv, const OptTensor& w,
-                         const OptTensor& b, bool training, double momentum, double eps) {
-    return ops::batch_norm(x, opt(rm), opt(rv), opt(w), opt(b), training, momentum, eps);
-  }, nogil);
+  m.def(
+      "layer_norm",
+      [](const Tensor& x, const Shape& s, const OptTensor& w, const OptTensor& b, double eps) {
+        return ops::layer_norm(x, s, opt(w), opt(b), eps);
+      },
+      nogil);
+  m.def(
+      "batch_norm",
+      [](const Tensor& x, const OptTensor& rm, const OptTensor& rv, const OptTensor& w, const OptTensor& b,
+         bool training, double momentum,
+         double eps) { return ops::batch_norm(x, opt(rm), opt(rv), opt(w), opt(b), training, momentum, eps); },
+      nogil);
 }
 
 }  // namespace nexus::python

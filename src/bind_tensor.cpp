@@ -18,13 +18,16 @@ static py::tuple to_tuple(const std::vector<int64_t>& v) {
 
 py::class_<Tensor> bind_tensor(py::module_& m) {
   py::enum_<DType>(m, "DType")
-      .value("float32", DType::Float32).value("float64", DType::Float64)
-      .value("float16", DType::Float16).value("bfloat16", DType::BFloat16)
-      .value("int32", DType::Int32).value("int64", DType::Int64).value("bool", DType::Bool);
+      .value("float32", DType::Float32)
+      .value("float64", DType::Float64)
+      .value("float16", DType::Float16)
+      .value("bfloat16", DType::BFloat16)
+      .value("int32", DType::Int32)
+      .value("int64", DType::Int64)
+      .value("bool", DType::Bool);
 
   py::class_<Tensor> cls(m, "Tensor", py::buffer_protocol(), py::dynamic_attr());
-  cls
-      .def_property_readonly("shape", [](const Tensor& t) { return to_tuple(t.shape()); })
+  cls.def_property_readonly("shape", [](const Tensor& t) { return to_tuple(t.shape()); })
       .def_property_readonly("strides", [](const Tensor& t) { return to_tuple(t.strides()); })
       .def_property_readonly("_dtype", &Tensor::dtype)
       .def_property_readonly("ndim", &Tensor::ndim)
@@ -34,18 +37,21 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); })
       .def_property("requires_grad", &Tensor::requires_grad, &Tensor::set_requires_grad)
       .def_property(
-          "grad", [](const Tensor& t) -> std::optional<Tensor> {
+          "grad",
+          [](const Tensor& t) -> std::optional<Tensor> {
             Tensor g = t.grad();
             return g.defined() ? std::optional<Tensor>(g) : std::nullopt;
           },
           [](Tensor& t, std::optional<Tensor> g) { t.set_grad(g ? *g : Tensor()); })
       .def_property_readonly("is_leaf", &Tensor::is_leaf)
-      .def_property_readonly("grad_fn", [](const Tensor& t) -> std::optional<std::string> {
-        return t.grad_fn() ? std::optional<std::string>(t.grad_fn()->name) : std::nullopt;
-      })
+      .def_property_readonly("grad_fn",
+                             [](const Tensor& t) -> std::optional<std::string> {
+                               return t.grad_fn() ? std::optional<std::string>(t.grad_fn()->name) : std::nullopt;
+                             })
       .def("detach", &Tensor::detach)
-      .def("_backward", [](const Tensor& t, const Tensor& g) { autograd::backward(t, g); },
-           py::call_guard<py::gil_scoped_release>());
+      .def(
+          "_backward", [](const Tensor& t, const Tensor& g) { autograd::backward(t, g); },
+          py::call_guard<py::gil_scoped_release>());
 
   m.def("is_grad_enabled", &autograd::grad_enabled);
   m.def("set_grad_enabled", &autograd::set_grad_enabled);

@@ -13,8 +13,7 @@
 // only conversion: an unknown name is a ValueError listing the names, and the function called
 // then checks the ops it takes (cross_entropy: none, mean, sum).
 namespace pybind11::detail {
-template <>
-struct type_caster<nexus::ReduceOp> {
+template <> struct type_caster<nexus::ReduceOp> {
   PYBIND11_TYPE_CASTER(nexus::ReduceOp, const_name("str"));
   bool load(handle src, bool) {
     if (!isinstance<str>(src)) return false;

@@ -11,14 +11,28 @@ namespace nexus::python {
 namespace {
 
 // ---- DLPack ABI (https://dmlc.github.io/dlpack/latest/c_api.html), the unversioned structs ----
-struct DLDevice { int32_t device_type; int32_t device_id; };
-struct DLDataType { uint8_t code; uint8_t bits; uint16_t lanes; };
+struct DLDevice {
+  int32_t device_type;
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
 struct DLTensor {
-  void* data; DLDevice device; int32_t ndim; DLDataType dtype;
-  int64_t* shape; int64_t* strides; uint64_t byte_offset;
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
 };
 struct DLManagedTensor {
-  DLTensor dl_tensor; void* manager_ctx; void (*deleter)(DLManagedTensor*);
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
 };
 constexpr int32_t kDLCPU = 1;
 enum : uint8_t { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6 };
@@ -77,8 +91,7 @@ py::capsule to_dlpack(const Tensor& t) {
 }
 
 Tensor from_dlpack_capsule(py::capsule cap) {
-  NX_CHECK_TYPE(PyCapsule_IsValid(cap.ptr(), "dltensor"),
-                "from_dlpack: expected an unconsumed 'dltensor' capsule");
+  NX_CHECK_TYPE(PyCapsule_IsValid(cap.ptr(), "dltensor"), "from_dlpack: expected an unconsumed 'dltensor' capsule");
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
   const DLTensor& d = m->dl_tensor;
   NX_CHECK_TYPE(d.device.device_type == kDLCPU, "from_dlpack: only CPU tensors are supported, got device type ",
@@ -124,7 +137,8 @@ DType from_numpy_dtype(const py::dtype& d) {
   if (kind == 'i' && size == 4) return DType::Int32;
   if (kind == 'i' && size == 8) return DType::Int64;
   if (kind == 'b') return DType::Bool;
-  throw TypeError(str("numpy dtype ", std::string(py::str(d)), " is not supported; supported: float16, "
+  throw TypeError(str("numpy dtype ", std::string(py::str(d)),
+                      " is not supported; supported: float16, "
                       "float32, float64, int32, int64, bool"));
 }
 
@@ -142,11 +156,10 @@ Tensor from_numpy(py::array a) {
     else if (extent) extent += (shape[i] - 1) * strides[i];
   }
   auto* keep = new py::object(a);
-  auto storage = std::make_shared<Storage>(const_cast<void*>(a.data()), size_t(extent * itemsize(dt)),
-                                           [keep](void*) {
-                                             py::gil_scoped_acquire gil;
-                                             delete keep;
-                                           });
+  auto storage = std::make_shared<Storage>(const_cast<void*>(a.data()), size_t(extent * itemsize(dt)), [keep](void*) {
+    py::gil_scoped_acquire gil;
+    delete keep;
+  });
   return Tensor::view_of(storage, 0, shape, strides, dt);
 }
 
@@ -166,17 +179,20 @@ void bind_buffer(py::module_& m, py::class_<Tensor>& tensor) {
   tensor.def_buffer([](const Tensor& t) {
     NX_CHECK_TYPE(t_buffer_exports, "nx.jit: the buffer protocol on a tensor while tracing");
     return py::buffer_info(t.raw_data(), itemsize(t.dtype()),
-                           py::str(to_numpy_dtype(t.dtype()).attr("char")).cast<std::string>(),
-                           t.ndim(), t.shape(), byte_strides(t));
+                           py::str(to_numpy_dtype(t.dtype()).attr("char")).cast<std::string>(), t.ndim(), t.shape(),
+                           byte_strides(t));
   });
   tensor.def("numpy", [](py::object self) {
     const Tensor& t = self.cast<const Tensor&>();
     return py::array(to_numpy_dtype(t.dtype()), t.shape(), byte_strides(t), t.raw_data(), self);
   });
-  tensor.def("__dlpack__", [](const Tensor& t, py::object stream, py::object max_version,
-                              py::object dl_device, py::object copy) { return to_dlpack(t); },
-             py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
-             py::arg("dl_device") = py::none(), py::arg("copy") = py::none());
+  tensor.def(
+      "__dlpack__",
+      [](const Tensor& t, py::object stream, py::object max_version, py::object dl_device, py::object copy) {
+        return to_dlpack(t);
+      },
+      py::arg("stream") = py::none(), py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(),
+      py::arg("copy") = py::none());
   tensor.def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(kDLCPU, 0); });
   m.def("set_buffer_exports", [](bool on) { return std::exchange(t_buffer_exports, on); }, py::arg("on"));
   m.def("from_numpy", &from_numpy);

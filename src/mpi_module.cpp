@@ -16,11 +16,10 @@ using namespace nexus::comm;
 
 namespace {
 
-AllReduceOptions options(ReduceOp op, const std::string& compression, Residual* residual,
-                         size_t segment_bytes, double timeout_s) {
+AllReduceOptions options(ReduceOp op, const std::string& compression, Residual* residual, size_t segment_bytes,
+                         double timeout_s) {
   NX_CHECK(timeout_s > 0, "all_reduce: timeout_s must be > 0, got ", timeout_s);
-  return {op, make_codec(compression), residual, segment_bytes,
-          Timeout(int64_t(timeout_s * 1000 + 0.5))};
+  return {op, make_codec(compression), residual, segment_bytes, Timeout(int64_t(timeout_s * 1000 + 0.5))};
 }
 
 }  // namespace
@@ -37,36 +36,34 @@ PYBIND11_MODULE(_C_mpi, m) {
       .def_property_readonly("rank", &MpiTransport::rank)
       .def_property_readonly("size", &MpiTransport::size);
 
-  m.def("all_reduce", [](MpiTransport& t, const Tensor& x, ReduceOp op,
-                         const std::string& compression, Residual* residual, size_t segment_bytes,
-                         double timeout_s) {
-    NX_CHECK(x.defined() && (x.numel() == 0 || x.is_contiguous()),
-             "all_reduce: the tensor must be contiguous (t.contiguous())");
-    auto opts = options(op, compression, residual, segment_bytes, timeout_s);
-    py::gil_scoped_release nogil;
-    return ring_allreduce(t, x.raw_data(), x.dtype(), size_t(x.numel()), opts);
-  }, py::arg("comm"), py::arg("x"), py::arg("op") = "sum", py::arg("compression") = "none",
-     py::arg("residual") = nullptr, py::arg("segment_bytes") = kMaxSegmentBytes,
-     py::arg("timeout_s") = 300.0);
+  m.def(
+      "all_reduce",
+      [](MpiTransport& t, const Tensor& x, ReduceOp op, const std::string& compression, Residual* residual,
+         size_t segment_bytes, double timeout_s) {
+        NX_CHECK(x.defined() && (x.numel() == 0 || x.is_contiguous()),
+                 "all_reduce: the tensor must be contiguous (t.contiguous())");
+        auto opts = options(op, compression, residual, segment_bytes, timeout_s);
+        py::gil_scoped_release nogil;
+        return ring_allreduce(t, x.raw_data(), x.dtype(), size_t(x.numel()), opts);
+      },
+      py::arg("comm"), py::arg("x"), py::arg("op") = "sum", py::arg("compression") = "none",
+      py::arg("residual") = nullptr, py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 300.0);
 
   // The whole gradient side of a data-parallel step: CompiledModel.train_step (nexus._C) takes
   // it as its reducer. It keeps the communicators it reduces over alive.
-  py::class_<DataParallelReducer, engine::GradReducer, std::shared_ptr<DataParallelReducer>>(
-      m, "DataParallelReducer")
-      .def(py::init([](MpiTransport& world, const std::vector<Tensor>& params,
-                       size_t bucket_bytes, const std::string& compression,
-                       const std::string& leader_compression, bool overlap, MpiTransport* group,
-                       MpiTransport* leaders, size_t segment_bytes, double timeout_s) {
-        const AllReduceOptions o = options(ReduceOp::Sum, compression, nullptr, segment_bytes, timeout_s);
-        DataParallelOptions opts{bucket_bytes, o.codec, make_codec(leader_compression), overlap,
-                                 segment_bytes, o.timeout};
-        return std::make_shared<DataParallelReducer>(world, params, std::move(opts), group,
-                                                     leaders);
-      }), py::arg("world"), py::arg("params"), py::arg("bucket_bytes") = kDefaultBucketBytes,
-         py::arg("compression") = "none", py::arg("leader_compression") = "none", py::arg("overlap") = true,
-         py::arg("group") = nullptr, py::arg("leaders") = nullptr,
-         py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 300.0,
-         py::keep_alive<1, 2>(), py::keep_alive<1, 8>(), py::keep_alive<1, 9>())
+  py::class_<DataParallelReducer, engine::GradReducer, std::shared_ptr<DataParallelReducer>>(m, "DataParallelReducer")
+      .def(py::init([](MpiTransport& world, const std::vector<Tensor>& params, size_t bucket_bytes,
+                       const std::string& compression, const std::string& leader_compression, bool overlap,
+                       MpiTransport* group, MpiTransport* leaders, size_t segment_bytes, double timeout_s) {
+             const AllReduceOptions o = options(ReduceOp::Sum, compression, nullptr, segment_bytes, timeout_s);
+             DataParallelOptions opts{bucket_bytes, o.codec,       make_codec(leader_compression),
+                                      overlap,      segment_bytes, o.timeout};
+             return std::make_shared<DataParallelReducer>(world, params, std::move(opts), group, leaders);
+           }),
+           py::arg("world"), py::arg("params"), py::arg("bucket_bytes") = kDefaultBucketBytes,
+           py::arg("compression") = "none", py::arg("leader_compression") = "none", py::arg("overlap") = true,
+           py::arg("group") = nullptr, py::arg("leaders") = nullptr, py::arg("segment_bytes") = kMaxSegmentBytes,
+           py::arg("timeout_s") = 300.0, py::keep_alive<1, 2>(), py::keep_alive<1, 8>(), py::keep_alive<1, 9>())
       .def_property_readonly("num_buckets", &DataParallelReducer::num_buckets)
       .def_property_readonly("last_samples", &DataParallelReducer::last_samples)
       .def_property_readonly("busy_seconds", &DataParallelReducer::busy_seconds)

@@ -13,19 +13,25 @@ namespace nexus {
 const std::vector<Knob>& knobs() {
   using K = KnobKind;
   static const std::vector<Knob> list = {
-      {"NEXUS_NUM_THREADS", "", "intra-op threads for kernels and BLAS, 1..1024 (default: the cores this process may use)",
-       K::Int, 1, 1024},
-      {"NEXUS_ALLOC_CACHE_MB", "1024", "MiB of freed tensor memory kept for reuse (0: give it back at once)",
-       K::Int, 0, int64_t(1) << 30},
-      {"NEXUS_JIT", "1", "1/true/yes/on: compile fused kernels with the C++ compiler ($CXX or c++); "
-       "0/false/no/off: run them in the interpreter", K::Bool},
+      {"NEXUS_NUM_THREADS", "",
+       "intra-op threads for kernels and BLAS, 1..1024 (default: the cores this process may use)", K::Int, 1, 1024},
+      {"NEXUS_ALLOC_CACHE_MB", "1024", "MiB of freed tensor memory kept for reuse (0: give it back at once)", K::Int, 0,
+       int64_t(1) << 30},
+      {"NEXUS_JIT", "1",
+       "1/true/yes/on: compile fused kernels with the C++ compiler ($CXX or c++); "
+       "0/false/no/off: run them in the interpreter",
+       K::Bool},
       {"NEXUS_CACHE_DIR", "", "compiled-kernel cache (default: $XDG_CACHE_HOME/nexus or ~/.cache/nexus)"},
-      {"NEXUS_JIT_CXXFLAGS", "-O3 -march=native", "optimisation flags for fused kernels, split on spaces "
+      {"NEXUS_JIT_CXXFLAGS", "-O3 -march=native",
+       "optimisation flags for fused kernels, split on spaces "
        "(-std=c++20 -fPIC -shared -ffp-contract=off are always added; flags that change floating-point "
-       "results, such as -ffast-math, are refused)", K::CxxFlags},
-      {"NEXUS_NVRTC", "", "libnvrtc to load for f.ptx(), the only one tried when set (default: the nvidia-cuda-nvrtc wheel, then $CUDA_HOME, /usr/local/cuda)"},
-      {"NEXUS_COMM_TIMEOUT", "300", "seconds any one distributed wait (ring message, barrier, broadcast) may take before CommError",
-       K::Seconds},
+       "results, such as -ffast-math, are refused)",
+       K::CxxFlags},
+      {"NEXUS_NVRTC", "",
+       "libnvrtc to load for f.ptx(), the only one tried when set (default: the nvidia-cuda-nvrtc wheel, then "
+       "$CUDA_HOME, /usr/local/cuda)"},
+      {"NEXUS_COMM_TIMEOUT", "300",
+       "seconds any one distributed wait (ring message, barrier, broadcast) may take before CommError", K::Seconds},
   };
   return list;
 }
@@ -81,8 +87,9 @@ struct Pinned {
   const char* why;
 };
 constexpr Pinned kPinned[] = {
-    {"-ffp-contract=", "off", "fuses a * b + c into one rounding (kernels are built with -ffp-contract=off so "
-                               "fused and unfused results are bit-identical)"},
+    {"-ffp-contract=", "off",
+     "fuses a * b + c into one rounding (kernels are built with -ffp-contract=off so "
+     "fused and unfused results are bit-identical)"},
     {"-ffp-model=", "precise strict", "relaxes floating-point semantics"},
     {"-mfpmath=", "sse", "computes in x87 extended precision"},
     {"-fdenormal-fp-math=", "ieee", "flushes subnormal numbers to zero"},
@@ -124,8 +131,8 @@ bool parse_bool(const Knob& k, const std::string& text) {
   std::string v = lower(trimmed(text));
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off") return false;
-  throw ValueError(str(k.name, "='", text, "' is not a boolean; valid: 1, 0, true, false, yes, no, on, off ",
-                       "(any case)"));
+  throw ValueError(
+      str(k.name, "='", text, "' is not a boolean; valid: 1, 0, true, false, yes, no, on, off ", "(any case)"));
 }
 
 std::optional<int64_t> parse_int(const Knob& k, const std::string& text) {

@@ -25,7 +25,7 @@ struct Knob {
   const char* default_value;  // "" when the default is computed (e.g. the core count)
   const char* description;
   KnobKind kind = KnobKind::Text;
-  int64_t min = 0, max = 0;   // for Int
+  int64_t min = 0, max = 0;  // for Int
 };
 
 const std::vector<Knob>& knobs();

@@ -53,8 +53,7 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
-template <class... Args>
-std::string str(const Args&... args) {
+template <class... Args> std::string str(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   return os.str();
@@ -62,15 +61,15 @@ std::string str(const Args&... args) {
 
 }  // namespace nexus
 
-#define NX_THROW_IF_NOT_(Err, cond, ...) \
-  do {                                   \
-    if (!(cond)) [[unlikely]]            \
+#define NX_THROW_IF_NOT_(Err, cond, ...)    \
+  do {                                      \
+    if (!(cond)) [[unlikely]]               \
       throw Err(::nexus::str(__VA_ARGS__)); \
   } while (0)
 
 #define NX_CHECK(cond, ...) NX_THROW_IF_NOT_(::nexus::ValueError, cond, __VA_ARGS__)
 #define NX_CHECK_TYPE(cond, ...) NX_THROW_IF_NOT_(::nexus::TypeError, cond, __VA_ARGS__)
 #define NX_CHECK_INDEX(cond, ...) NX_THROW_IF_NOT_(::nexus::IndexError, cond, __VA_ARGS__)
-#define NX_ASSERT(cond, ...)                                                          \
-  NX_THROW_IF_NOT_(::nexus::InternalError, cond, "internal error, please report: ", \
-                   __FILE__, ":", __LINE__, ": " #cond " ", ##__VA_ARGS__)
+#define NX_ASSERT(cond, ...)                                                                                 \
+  NX_THROW_IF_NOT_(::nexus::InternalError, cond, "internal error, please report: ", __FILE__, ":", __LINE__, \
+                   ": " #cond " ", ##__VA_ARGS__)

@@ -12,12 +12,10 @@ std::string_view reduce_op_name(ReduceOp op) {
   return names[size_t(op)];
 }
 
-[[noreturn]] static void throw_not_one_of(std::string_view name, std::string_view what,
-                                          ReduceOps valid) {
+[[noreturn]] static void throw_not_one_of(std::string_view name, std::string_view what, ReduceOps valid) {
   std::ostringstream os;
   os << what << " '" << name << "' is not one of ";
-  for (size_t i = 0; i < valid.size(); ++i)
-    os << (i ? ", '" : "'") << reduce_op_name(valid[i]) << "'";
+  for (size_t i = 0; i < valid.size(); ++i) os << (i ? ", '" : "'") << reduce_op_name(valid[i]) << "'";
   throw ValueError(os.str());
 }
 
@@ -28,8 +26,7 @@ ReduceOp parse_reduce_op(std::string_view name, std::string_view what, ReduceOps
 }
 
 void check_reduce_op(ReduceOp op, std::string_view what, ReduceOps valid) {
-  if (std::find(valid.begin(), valid.end(), op) == valid.end())
-    throw_not_one_of(reduce_op_name(op), what, valid);
+  if (std::find(valid.begin(), valid.end(), op) == valid.end()) throw_not_one_of(reduce_op_name(op), what, valid);
 }
 
 }  // namespace nexus

@@ -14,11 +14,10 @@ namespace nexus {
 enum class ReduceOp : uint8_t { None, Sum, Mean, Max, Min };
 using ReduceOps = std::span<const ReduceOp>;
 
-inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::None, ReduceOp::Sum, ReduceOp::Mean,
-                                             ReduceOp::Max, ReduceOp::Min};
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::None, ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max,
+                                             ReduceOp::Min};
 // The ops that combine values (a Reduce node, an eager reduction, an all-reduce): all but None.
-inline constexpr ReduceOp kReductions[] = {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max,
-                                           ReduceOp::Min};
+inline constexpr ReduceOp kReductions[] = {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min};
 
 // Max and Min keep one of the values (a NaN wins, as numpy.maximum) instead of adding them up.
 constexpr bool is_extremum(ReduceOp op) { return op == ReduceOp::Max || op == ReduceOp::Min; }

@@ -46,7 +46,7 @@ struct Job {
   int64_t n, chunk;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> pending;  // chunks not yet finished
-  std::exception_ptr error;       // guarded by Pool::mutex_
+  std::exception_ptr error;      // guarded by Pool::mutex_
 };
 
 constexpr auto kSpin = std::chrono::microseconds(100);
@@ -60,8 +60,7 @@ inline void cpu_relax() {
 }
 
 // Polls done() for up to kSpin; true when it became true (false: the caller should block).
-template <class Done>
-bool spin_until(Done done) {
+template <class Done> bool spin_until(Done done) {
   auto deadline = std::chrono::steady_clock::now() + kSpin;
   for (int i = 1;; ++i) {
     if (done()) return true;
@@ -117,7 +116,9 @@ class Pool {
     uint64_t seen = 0;
     for (;;) {
       std::shared_ptr<Job> job;
-      auto ready = [&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; };
+      auto ready = [&] {
+        return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen;
+      };
       spin_until(ready);
       {
         std::unique_lock<std::mutex> lock(mutex_);

@@ -31,15 +31,15 @@ void compile_shared(const Compiler& c, const std::string& src_path, const std::s
 std::string cache_dir();  // NEXUS_CACHE_DIR, else $XDG_CACHE_HOME/nexus, else ~/.cache/nexus
 
 struct CacheStats {
-  int64_t compiles = 0;       // kernels compiled by this process
-  int64_t hits = 0;           // kernels loaded from the disk cache
-  int64_t rebuilt = 0;        // entries that failed to load or verify and were rebuilt
+  int64_t compiles = 0;  // kernels compiled by this process
+  int64_t hits = 0;      // kernels loaded from the disk cache
+  int64_t rebuilt = 0;   // entries that failed to load or verify and were rebuilt
   double compile_seconds = 0;
 };
 CacheStats cache_stats();  // process-wide totals
 
 struct Loaded {
-  void* fn = nullptr;   // the entry point
+  void* fn = nullptr;  // the entry point
   bool compiled = false;
   double seconds = 0;
 };

@@ -30,8 +30,7 @@ void FusedKernel::verify() const {
   NX_ASSERT(!instrs.empty(), "fused kernel with no instructions");
   NX_ASSERT(int(const_dtypes.size()) == num_consts, "const slots ", num_consts);
   auto reg = [&](size_t i, int r, const char* what) {
-    NX_ASSERT(r >= 0 && size_t(r) < i, "instruction ", i, " reads ", what, " register ", r,
-              " before it is defined");
+    NX_ASSERT(r >= 0 && size_t(r) < i, "instruction ", i, " reads ", what, " register ", r, " before it is defined");
     return instrs[size_t(r)].dtype;
   };
   for (size_t i = 0; i < instrs.size(); ++i) {
@@ -45,32 +44,31 @@ void FusedKernel::verify() const {
         NX_ASSERT(in.a >= 0 && in.a < num_consts, "instruction ", i, " reads const slot ", in.a);
         break;
       case InstrOp::Unary:
-        NX_ASSERT(is_compute(in.dtype) && reg(i, in.a, "a") == in.dtype, "instruction ", i,
-                  ": unary ", ops::op_name(in.unary), " on mismatched dtypes");
+        NX_ASSERT(is_compute(in.dtype) && reg(i, in.a, "a") == in.dtype, "instruction ", i, ": unary ",
+                  ops::op_name(in.unary), " on mismatched dtypes");
         NX_ASSERT(in.dtype != DType::Bool, "instruction ", i, ": unary op on bool");
         break;
       case InstrOp::Binary: {
         DType a = reg(i, in.a, "a");
-        NX_ASSERT(is_compute(a) && reg(i, in.b, "b") == a, "instruction ", i, ": binary ",
-                  ops::op_name(in.binary), " on mismatched dtypes");
+        NX_ASSERT(is_compute(a) && reg(i, in.b, "b") == a, "instruction ", i, ": binary ", ops::op_name(in.binary),
+                  " on mismatched dtypes");
         NX_ASSERT(in.dtype == (ops::is_comparison(in.binary) ? DType::Bool : a), "instruction ", i,
                   ": binary result dtype");
         break;
       }
       case InstrOp::Where:
-        NX_ASSERT(reg(i, in.a, "cond") == DType::Bool && is_compute(in.dtype) &&
-                      reg(i, in.b, "b") == in.dtype && reg(i, in.c, "c") == in.dtype,
+        NX_ASSERT(reg(i, in.a, "cond") == DType::Bool && is_compute(in.dtype) && reg(i, in.b, "b") == in.dtype &&
+                      reg(i, in.c, "c") == in.dtype,
                   "instruction ", i, ": where operands");
         break;
-      case InstrOp::Cast:
-        reg(i, in.a, "a");
-        break;
+      case InstrOp::Cast: reg(i, in.a, "a"); break;
     }
   }
   if (has_reduce()) {
     DType t = reg(instrs.size(), reduce.reg, "reduced");
     NX_ASSERT(outputs.empty() || graph::reduction_with_side_outputs(reduce.kind, t, reduce.axes, ndim),
-              "elementwise outputs beside a ", reduce_op_name(reduce.kind), " need a floating sum or mean over leading axes");
+              "elementwise outputs beside a ", reduce_op_name(reduce.kind),
+              " need a floating sum or mean over leading axes");
     for (int r : outputs) reg(instrs.size(), r, "output");
     NX_ASSERT(is_compute(t) && t != DType::Bool, "reduction of a ", dtype_name(t), " register");
     for (size_t k = 0; k < reduce.axes.size(); ++k)

@@ -30,7 +30,7 @@ const char* access_name(Access a);
 
 struct Instr {
   InstrOp op;
-  DType dtype;        // the result's dtype
+  DType dtype;                 // the result's dtype
   int a = -1, b = -1, c = -1;  // operand registers; Load: a = input index; Const: a = const slot
   ops::UnaryOp unary = ops::UnaryOp::Neg;
   ops::BinaryOp binary = ops::BinaryOp::Add;
@@ -38,20 +38,20 @@ struct Instr {
 
 struct Reduction {
   ReduceOp kind = ReduceOp::None;  // None: no reduction; else one of kReductions
-  std::vector<int64_t> axes;  // of the iteration shape, sorted, non-negative; empty = all
+  std::vector<int64_t> axes;       // of the iteration shape, sorted, non-negative; empty = all
   bool keepdims = false;
-  int reg = -1;               // the register reduced (a compute dtype)
+  int reg = -1;                  // the register reduced (a compute dtype)
   DType dtype = DType::Float32;  // the result's dtype (as the eager reduction's)
 };
 
 struct FusedKernel {
-  std::vector<DType> inputs;      // storage dtypes of the inputs, in order
-  int num_consts = 0;             // runtime constant slots (values are passed per launch)
+  std::vector<DType> inputs;  // storage dtypes of the inputs, in order
+  int num_consts = 0;         // runtime constant slots (values are passed per launch)
   std::vector<DType> const_dtypes;
   std::vector<Instr> instrs;
-  std::vector<int> outputs;       // registers stored at every element (then the reduction, if any)
-  Reduction reduce;               // kind None: an elementwise kernel
-  int ndim = 0;                   // rank of the iteration shape (reductions: axes refer to it)
+  std::vector<int> outputs;  // registers stored at every element (then the reduction, if any)
+  Reduction reduce;          // kind None: an elementwise kernel
+  int ndim = 0;              // rank of the iteration shape (reductions: axes refer to it)
 
   bool has_reduce() const { return reduce.kind != ReduceOp::None; }
   DType output_dtype(size_t k) const;

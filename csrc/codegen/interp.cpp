@@ -12,10 +12,11 @@ namespace {
 using namespace nexus::kern;
 
 // Calls fn(T{}) with T the register type of dtype t (halves are floats).
-template <class Fn>
-void with_reg_type(DType t, Fn&& fn) {
+template <class Fn> void with_reg_type(DType t, Fn&& fn) {
   switch (t) {
-    case DType::Float32: case DType::Float16: case DType::BFloat16: return fn(float{});
+    case DType::Float32:
+    case DType::Float16:
+    case DType::BFloat16: return fn(float{});
     case DType::Float64: return fn(double{});
     case DType::Int32: return fn(int32_t{});
     case DType::Int64: return fn(int64_t{});
@@ -23,8 +24,7 @@ void with_reg_type(DType t, Fn&& fn) {
   }
 }
 
-template <class T>
-void load(T* o, const char* base, DType t, Access a, int64_t s, int64_t i0, int64_t m) {
+template <class T> void load(T* o, const char* base, DType t, Access a, int64_t s, int64_t i0, int64_t m) {
   auto elem = [&](int64_t i) -> T {
     const int64_t idx = a == Access::Contig ? i0 + i : a == Access::Bcast ? 0 : (i0 + i) * s;
     if (t == DType::Float16) return T(fp16_to_float(reinterpret_cast<const uint16_t*>(base)[idx]));
@@ -39,33 +39,31 @@ void load(T* o, const char* base, DType t, Access a, int64_t s, int64_t i0, int6
 }
 
 // The op's kern:: function over a tile (kernel_dispatch.h: the eager kernels call the same).
-template <class T>
-void unary(ops::UnaryOp op, T* o, const T* a, int64_t m) {
+template <class T> void unary(ops::UnaryOp op, T* o, const T* a, int64_t m) {
   with_unary<T>(op, [&](auto f) {
     for (int64_t i = 0; i < m; ++i) o[i] = f(a[i]);
   });
 }
 
 // `out` holds T, or bool for a comparison.
-template <class T>
-void binary(ops::BinaryOp op, void* out, const T* a, const T* b, int64_t m) {
+template <class T> void binary(ops::BinaryOp op, void* out, const T* a, const T* b, int64_t m) {
   with_binary<T>(op, [&](auto f) {
     auto* o = static_cast<decltype(f(T{}, T{}))*>(out);
     for (int64_t i = 0; i < m; ++i) o[i] = f(a[i], b[i]);
   });
 }
 
-template <class U, class T>
-void cast(U* o, const T* a, DType to, int64_t m) {
+template <class U, class T> void cast(U* o, const T* a, DType to, int64_t m) {
   for (int64_t i = 0; i < m; ++i) o[i] = cvt<U>(a[i]);
   if constexpr (std::is_same_v<U, float>) {
-    if (to == DType::Float16) for (int64_t i = 0; i < m; ++i) o[i] = round_f16(o[i]);
-    if (to == DType::BFloat16) for (int64_t i = 0; i < m; ++i) o[i] = round_bf16(o[i]);
+    if (to == DType::Float16)
+      for (int64_t i = 0; i < m; ++i) o[i] = round_f16(o[i]);
+    if (to == DType::BFloat16)
+      for (int64_t i = 0; i < m; ++i) o[i] = round_bf16(o[i]);
   }
 }
 
-template <class T>
-void store(char* base, DType t, const T* v, int64_t i0, int64_t m) {
+template <class T> void store(char* base, DType t, const T* v, int64_t i0, int64_t m) {
   if (t == DType::Float16) {
     auto* o = reinterpret_cast<uint16_t*>(base) + i0;
     for (int64_t i = 0; i < m; ++i) o[i] = float_to_fp16(float(v[i]));
@@ -90,26 +88,22 @@ Regs& regs_for(const FusedKernel& k) {
 }
 
 // Evaluates every instruction on elements [i0, i0 + m) of the range.
-void eval_tile(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
-               const int64_t* s, const double* c, int64_t i0, int64_t m, Regs& R) {
+void eval_tile(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
+               const double* c, int64_t i0, int64_t m, Regs& R) {
   for (size_t i = 0; i < k.instrs.size(); ++i) {
     const Instr& in = k.instrs[i];
     with_reg_type(in.dtype, [&](auto tag) {
       using T = decltype(tag);
       T* o = static_cast<T*>(R.at(i));
       switch (in.op) {
-        case InstrOp::Load:
-          load(o, p[in.a], in.dtype, access[size_t(in.a)], s[in.a], i0, m);
-          break;
+        case InstrOp::Load: load(o, p[in.a], in.dtype, access[size_t(in.a)], s[in.a], i0, m); break;
         case InstrOp::Const: {
           T v = T{};
           cast(&v, &c[in.a], in.dtype, 1);
           for (int64_t j = 0; j < m; ++j) o[j] = v;
           break;
         }
-        case InstrOp::Unary:
-          unary(in.unary, o, static_cast<const T*>(R.at(size_t(in.a))), m);
-          break;
+        case InstrOp::Unary: unary(in.unary, o, static_cast<const T*>(R.at(size_t(in.a))), m); break;
         case InstrOp::Binary:
           with_reg_type(k.instrs[size_t(in.a)].dtype, [&](auto atag) {
             using A = decltype(atag);
@@ -148,8 +142,8 @@ void store_outputs(const FusedKernel& k, char* const* p, int64_t i0, int64_t m, 
 
 }  // namespace
 
-void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
-                        const int64_t* s, int64_t n, const double* c) {
+void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
+                        int64_t n, const double* c) {
   Regs& R = regs_for(k);
   for (int64_t i0 = 0; i0 < n; i0 += kTile) {
     const int64_t m = std::min(kTile, n - i0);
@@ -158,8 +152,8 @@ void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access,
   }
 }
 
-void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
-                       const int64_t* s, int64_t n, const double* c, void* acc, bool first) {
+void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
+                       int64_t n, const double* c, void* acc, bool first) {
   Regs& R = regs_for(k);
   const DType t = k.instrs[size_t(k.reduce.reg)].dtype;
   for (int64_t i0 = 0; i0 < n; i0 += kTile) {
@@ -170,14 +164,16 @@ void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, 
       using T = decltype(tag);
       const T* v = static_cast<const T*>(R.at(size_t(k.reduce.reg)));
       T* a = static_cast<T*>(acc) + i0;
-      if (first) for (int64_t j = 0; j < m; ++j) a[j] = v[j];
-      else for (int64_t j = 0; j < m; ++j) a[j] = T(a[j] + v[j]);
+      if (first)
+        for (int64_t j = 0; j < m; ++j) a[j] = v[j];
+      else
+        for (int64_t j = 0; j < m; ++j) a[j] = T(a[j] + v[j]);
     });
   }
 }
 
-void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
-                   const int64_t* s, int64_t n, const double* c, void* acc) {
+void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s, int64_t n,
+                   const double* c, void* acc) {
   NX_ASSERT(n > 0, "empty reduction range");
   Regs& R = regs_for(k);
   const DType t = k.instrs[size_t(k.reduce.reg)].dtype;
@@ -208,7 +204,9 @@ void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char
         const int64_t mfull = std::min(m, full - i0);
         for (int64_t b = 0; b + kLanes <= mfull; b += kLanes)
           for (int64_t j = 0; j < kLanes; ++j)
-            lanes[j] = sum ? T(lanes[j] + v[b + j]) : is_max ? pick_max(lanes[j], v[b + j]) : pick_min(lanes[j], v[b + j]);
+            lanes[j] = sum      ? T(lanes[j] + v[b + j])
+                       : is_max ? pick_max(lanes[j], v[b + j])
+                                : pick_min(lanes[j], v[b + j]);
         for (int64_t j = std::max<int64_t>(mfull, 0); j < m; ++j) tail[ntail++] = v[j];
       }
       if constexpr (std::is_integral_v<T>) {

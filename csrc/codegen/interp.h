@@ -12,12 +12,12 @@ namespace nexus::codegen {
 
 inline constexpr int64_t kTile = 1024;
 
-void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
-                        const int64_t* s, int64_t n, const double* c);
-void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
-                   const int64_t* s, int64_t n, const double* c, void* acc);
+void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
+                        int64_t n, const double* c);
+void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s, int64_t n,
+                   const double* c, void* acc);
 // A reduction with side outputs, one row (render.h): acc holds n accumulators in the register type.
-void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
-                       const int64_t* s, int64_t n, const double* c, void* acc, bool first);
+void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
+                       int64_t n, const double* c, void* acc, bool first);
 
 }  // namespace nexus::codegen

@@ -14,19 +14,17 @@ namespace nexus::kern {
 
 // Whether registers of type T (float, double, int32_t, int64_t, bool) can hold an op's operands:
 // the dtypes its front end converts operands to (op_table.h's domain column).
-template <class T>
-constexpr bool computes_in(ops::OpDomain d) {
+template <class T> constexpr bool computes_in(ops::OpDomain d) {
   constexpr DType t = DTypeOf<T>::value;
   return ops::accepts(d, t) && ops::operand_dtype(d, t) == t;
 }
 
 // Calls body(f) with f(T) -> T the op's kern:: function, a lambda the compiler inlines into
 // body's loop. An op whose domain excludes T is a front end's bug: InternalError.
-template <class T, class Body>
-void with_unary(ops::UnaryOp op, Body&& body) {
+template <class T, class Body> void with_unary(ops::UnaryOp op, Body&& body) {
   switch (op) {
-#define NX_CASE(Enum, fn, name, domain, result, role)                                      \
-  case ops::UnaryOp::Enum:                                                                 \
+#define NX_CASE(Enum, fn, name, domain, result, role)                                            \
+  case ops::UnaryOp::Enum:                                                                       \
     if constexpr (computes_in<T>(ops::OpDomain::domain)) return body([](T v) { return fn(v); }); \
     break;
     NX_UNARY_OPS(NX_CASE)
@@ -36,11 +34,10 @@ void with_unary(ops::UnaryOp op, Body&& body) {
 }
 
 // Calls body(f) with f(T, T) -> T, or -> bool for a comparison, the op's kern:: function.
-template <class T, class Body>
-void with_binary(ops::BinaryOp op, Body&& body) {
+template <class T, class Body> void with_binary(ops::BinaryOp op, Body&& body) {
   switch (op) {
-#define NX_CASE(Enum, fn, name, domain, result, role)                                                  \
-  case ops::BinaryOp::Enum:                                                                            \
+#define NX_CASE(Enum, fn, name, domain, result, role)                                                    \
+  case ops::BinaryOp::Enum:                                                                              \
     if constexpr (computes_in<T>(ops::OpDomain::domain)) return body([](T x, T y) { return fn(x, y); }); \
     break;
     NX_BINARY_OPS(NX_CASE)

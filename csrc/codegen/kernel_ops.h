@@ -46,7 +46,9 @@ template <class T> NX_KERN_FN T where(bool c, T x, T y) { return c ? x : y; }
 // torch. The quotient rounds toward -inf; the remainder is x - q*y and takes the divisor's sign.
 // Integers: x // 0 and x % 0 give 0 here (the eager front end raises ZeroDivisionError before);
 // INT_MIN // -1 wraps to INT_MIN, as numpy. Floats: x // 0 is x / 0 (inf or nan), x % 0 is nan.
-NX_KERN_FN int32_t neg_wrap(int32_t x) { return (int32_t)(0u - (uint32_t)x); }
+NX_KERN_FN int32_t neg_wrap(int32_t x) {
+  return (int32_t)(0u - (uint32_t)x);
+}
 NX_KERN_FN int64_t neg_wrap(int64_t x) { return (int64_t)(0ull - (unsigned long long)x); }
 template <class T> NX_KERN_FN T floor_divide_int(T x, T y) {
   if (y == T(0)) return T(0);

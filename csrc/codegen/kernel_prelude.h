@@ -18,8 +18,7 @@
 namespace nexus::kern {
 
 // ---- conversions: U from T (T, U in float, double, int32_t, int64_t, bool) -----------------
-template <class U, class T>
-inline U cvt(T v) {
+template <class U, class T> inline U cvt(T v) {
   if constexpr (std::is_same_v<U, T>) {
     return v;
   } else if constexpr (std::is_same_v<U, bool>) {

@@ -77,9 +77,7 @@ class Lowering {
         r = cast(emit({InstrOp::Where, c, cast(in(0), DType::Bool), cast(in(1), c), cast(in(2), c)}), t);
         break;
       }
-      case OpKind::Cast:
-        r = cast(in(0), want);
-        break;
+      case OpKind::Cast: r = cast(in(0), want); break;
       case OpKind::Reduce: {
         Reduction& red = out_.kernel.reduce;
         red.kind = n.attrs.reduce;
@@ -96,11 +94,10 @@ class Lowering {
                   dtype_name(want));
         return;
       }
-      default:
-        NX_ASSERT(false, "node kind ", graph::kind_name(n.kind), " in a fusion group");
+      default: NX_ASSERT(false, "node kind ", graph::kind_name(n.kind), " in a fusion group");
     }
-    NX_ASSERT(dt(r) == want, "lowering ", graph::kind_name(n.kind), " gives ", dtype_name(dt(r)),
-              ", the graph says ", dtype_name(want));
+    NX_ASSERT(dt(r) == want, "lowering ", graph::kind_name(n.kind), " gives ", dtype_name(dt(r)), ", the graph says ",
+              dtype_name(want));
     reg_[out] = r;
   }
 

@@ -42,7 +42,8 @@ const Api& load(const std::vector<std::string>& candidates) {
     }
     tried += (tried.empty() ? "" : ", ") + n;
   }
-  NX_CHECK(api.lib, "NVRTC was not found (tried ", tried, "). Install it with "
+  NX_CHECK(api.lib, "NVRTC was not found (tried ", tried,
+           "). Install it with "
            "`pip install nvidia-cuda-nvrtc-cu12` (or a CUDA toolkit whose lib64 has libnvrtc.so)");
   auto sym = [&](const char* s) {
     void* p = ::dlsym(api.lib, s);

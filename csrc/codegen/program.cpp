@@ -268,8 +268,8 @@ std::string Program::key(const std::vector<Access>& access) const {
 
 std::string Program::source(Dialect d, std::vector<Access> access) const {
   if (access.empty()) access.assign(kernel_.inputs.size(), Access::Contig);
-  NX_CHECK(access.size() == kernel_.inputs.size(), "source: ", kernel_.inputs.size(), " inputs, ",
-           access.size(), " access classes given");
+  NX_CHECK(access.size() == kernel_.inputs.size(), "source: ", kernel_.inputs.size(), " inputs, ", access.size(),
+           " access classes given");
   return render(kernel_, access, d, key(access)).text;
 }
 
@@ -310,8 +310,8 @@ Shape Program::iteration_shape(const std::vector<Tensor>& inputs, const std::vec
   Shape shape;
   for (size_t i = 0; i < inputs.size(); ++i) {
     NX_CHECK(inputs[i].defined(), name_, ": input ", i, " is undefined");
-    NX_CHECK_TYPE(inputs[i].dtype() == k.inputs[i], name_, ": input ", i, " has dtype ",
-                  dtype_name(inputs[i].dtype()), ", the kernel was built for ", dtype_name(k.inputs[i]));
+    NX_CHECK_TYPE(inputs[i].dtype() == k.inputs[i], name_, ": input ", i, " has dtype ", dtype_name(inputs[i].dtype()),
+                  ", the kernel was built for ", dtype_name(k.inputs[i]));
     shape = i ? broadcast_shapes(shape, inputs[i].shape(), name_.c_str()) : inputs[i].shape();
   }
   if (k.has_reduce())

@@ -19,8 +19,8 @@
 namespace nexus::codegen {
 
 struct ProgramStats {
-  int64_t compiles = 0;   // variants compiled by this process
-  int64_t cache_hits = 0; // variants loaded from the disk cache
+  int64_t compiles = 0;    // variants compiled by this process
+  int64_t cache_hits = 0;  // variants loaded from the disk cache
   double compile_seconds = 0;
   int64_t interpreted = 0;  // variants run by the interpreter
 };
@@ -52,8 +52,8 @@ class Program {
   std::vector<Tensor> run_reduce(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
                                  const Shape& shape, const std::vector<std::vector<int64_t>>& st);
   // A reduction with side outputs (a floating sum or mean over leading axes), row by row.
-  std::vector<Tensor> run_rows(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
-                               const Shape& shape, std::vector<std::vector<int64_t>> st);
+  std::vector<Tensor> run_rows(const std::vector<Tensor>& inputs, const std::vector<double>& consts, const Shape& shape,
+                               std::vector<std::vector<int64_t>> st);
 
   FusedKernel kernel_;
   std::string name_;

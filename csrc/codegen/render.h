@@ -33,8 +33,7 @@ struct Source {
 };
 
 // `key` is embedded as the symbol `nx_key` (C++) so a loaded binary can be checked against it.
-Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d,
-              const std::string& key);
+Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d, const std::string& key);
 
 // Text that changes whenever the renderer's output for a given kernel could: part of the key.
 const std::string& renderer_fingerprint();

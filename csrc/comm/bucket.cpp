@@ -6,20 +6,21 @@
 
 namespace nexus::comm {
 
-BucketReducer::BucketReducer(const std::vector<Tensor>& params, size_t bucket_bytes,
-                             std::shared_ptr<const Codec> codec)
+BucketReducer::BucketReducer(const std::vector<Tensor>& params, size_t bucket_bytes, std::shared_ptr<const Codec> codec)
     : dtype_(params.empty() ? DType::Float32 : params[0].dtype()),
       codec_(codec ? std::move(codec) : make_none_codec()) {
   NX_CHECK(bucket_bytes > 0, "BucketReducer: bucket_bytes must be > 0");
-  NX_CHECK_TYPE(dtype_ == DType::Float32 || dtype_ == DType::Float64, "BucketReducer: parameters "
-                "are ", dtype_name(dtype_), "; valid dtypes: float32, float64");
-  NX_CHECK(dtype_ == DType::Float32 || codec_->lossless(), "BucketReducer: codec \"",
-           codec_->spec(), "\" compresses float32 gradients; float64 ones take codec \"none\"");
+  NX_CHECK_TYPE(dtype_ == DType::Float32 || dtype_ == DType::Float64,
+                "BucketReducer: parameters "
+                "are ",
+                dtype_name(dtype_), "; valid dtypes: float32, float64");
+  NX_CHECK(dtype_ == DType::Float32 || codec_->lossless(), "BucketReducer: codec \"", codec_->spec(),
+           "\" compresses float32 gradients; float64 ones take codec \"none\"");
   const size_t item = size_t(itemsize(dtype_));
   for (size_t i = 0; i < params.size(); ++i) {
     NX_CHECK(params[i].defined(), "BucketReducer: parameter ", i, " is undefined");
-    NX_CHECK_TYPE(params[i].dtype() == dtype_, "BucketReducer: parameter ", i, " is ",
-                  dtype_name(params[i].dtype()), " but parameter 0 is ", dtype_name(dtype_));
+    NX_CHECK_TYPE(params[i].dtype() == dtype_, "BucketReducer: parameter ", i, " is ", dtype_name(params[i].dtype()),
+                  " but parameter 0 is ", dtype_name(dtype_));
     const size_t n = size_t(params[i].numel());
     numels_.push_back(n);
     if (buckets_.empty() || (buckets_.back().numel + n) * item > bucket_bytes)
@@ -35,9 +36,8 @@ void BucketReducer::reset_residuals() {
   for (Residual& r : residuals_) r.reset();
 }
 
-template <class T>
-AllReduceStats BucketReducer::reduce_one(Transport& t, size_t b, const std::vector<void*>& grads,
-                                         double pre, double post, AllReduceOptions opts) {
+template <class T> AllReduceStats BucketReducer::reduce_one(Transport& t, size_t b, const std::vector<void*>& grads,
+                                                            double pre, double post, AllReduceOptions opts) {
   opts.codec = codec_;
   const Bucket& bk = buckets_[b];
   flat_.resize(std::max(flat_.size(), bk.numel * sizeof(T)));
@@ -59,30 +59,27 @@ AllReduceStats BucketReducer::reduce_one(Transport& t, size_t b, const std::vect
   return s;
 }
 
-AllReduceStats BucketReducer::reduce_bucket(Transport& t, size_t b,
-                                            const std::vector<void*>& grads, double pre_scale,
+AllReduceStats BucketReducer::reduce_bucket(Transport& t, size_t b, const std::vector<void*>& grads, double pre_scale,
                                             double post_scale, const AllReduceOptions& base) {
   NX_CHECK(b < buckets_.size(), "BucketReducer: bucket ", b, " of ", buckets_.size());
-  NX_CHECK(grads.size() == numels_.size(), "BucketReducer: ", grads.size(),
-           " gradients for ", numels_.size(), " parameters");
+  NX_CHECK(grads.size() == numels_.size(), "BucketReducer: ", grads.size(), " gradients for ", numels_.size(),
+           " parameters");
   return dtype_ == DType::Float64 ? reduce_one<double>(t, b, grads, pre_scale, post_scale, base)
                                   : reduce_one<float>(t, b, grads, pre_scale, post_scale, base);
 }
 
-AllReduceStats BucketReducer::reduce(Transport& t, const std::vector<Tensor>& grads,
-                                     double pre_scale, double post_scale,
-                                     const AllReduceOptions& base) {
+AllReduceStats BucketReducer::reduce(Transport& t, const std::vector<Tensor>& grads, double pre_scale,
+                                     double post_scale, const AllReduceOptions& base) {
   const auto start = std::chrono::steady_clock::now();
-  NX_CHECK(grads.size() == numels_.size(), "BucketReducer: ", grads.size(),
-           " gradients for ", numels_.size(), " parameters");
+  NX_CHECK(grads.size() == numels_.size(), "BucketReducer: ", grads.size(), " gradients for ", numels_.size(),
+           " parameters");
   for (size_t i = 0; i < grads.size(); ++i) {
-    NX_CHECK(grads[i].defined() && (numels_[i] == 0 || grads[i].is_contiguous()),
-             "BucketReducer: gradient ", i,
+    NX_CHECK(grads[i].defined() && (numels_[i] == 0 || grads[i].is_contiguous()), "BucketReducer: gradient ", i,
              " must be a defined contiguous tensor");
-    NX_CHECK_TYPE(grads[i].dtype() == dtype_, "BucketReducer: gradient ", i, " is ",
-                  dtype_name(grads[i].dtype()), ", expected ", dtype_name(dtype_));
-    NX_CHECK(size_t(grads[i].numel()) == numels_[i], "BucketReducer: gradient ", i, " has ",
-             grads[i].numel(), " elements, its parameter ", numels_[i]);
+    NX_CHECK_TYPE(grads[i].dtype() == dtype_, "BucketReducer: gradient ", i, " is ", dtype_name(grads[i].dtype()),
+                  ", expected ", dtype_name(dtype_));
+    NX_CHECK(size_t(grads[i].numel()) == numels_[i], "BucketReducer: gradient ", i, " has ", grads[i].numel(),
+             " elements, its parameter ", numels_[i]);
   }
   std::vector<void*> data;
   for (const Tensor& g : grads) data.push_back(g.raw_data());

@@ -31,16 +31,15 @@ struct Bucket {
 class BucketReducer {
  public:
   // params: tensors of the parameters' shapes and dtype (float32 or float64, all the same).
-  BucketReducer(const std::vector<Tensor>& params, size_t bucket_bytes,
-                std::shared_ptr<const Codec> codec);
+  BucketReducer(const std::vector<Tensor>& params, size_t bucket_bytes, std::shared_ptr<const Codec> codec);
 
-  AllReduceStats reduce(Transport& t, const std::vector<Tensor>& grads, double pre_scale,
-                        double post_scale, const AllReduceOptions& base);
+  AllReduceStats reduce(Transport& t, const std::vector<Tensor>& grads, double pre_scale, double post_scale,
+                        const AllReduceOptions& base);
 
   // Reduces bucket b alone; grads[i] points at parameter i's gradient data (only the bucket's
   // parameters are read). For callers that reduce buckets as their gradients become final.
-  AllReduceStats reduce_bucket(Transport& t, size_t b, const std::vector<void*>& grads,
-                               double pre_scale, double post_scale, const AllReduceOptions& base);
+  AllReduceStats reduce_bucket(Transport& t, size_t b, const std::vector<void*>& grads, double pre_scale,
+                               double post_scale, const AllReduceOptions& base);
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t num_params() const { return numels_.size(); }
@@ -49,9 +48,8 @@ class BucketReducer {
   void reset_residuals();
 
  private:
-  template <class T>
-  AllReduceStats reduce_one(Transport& t, size_t b, const std::vector<void*>& grads, double pre,
-                            double post, AllReduceOptions opts);
+  template <class T> AllReduceStats reduce_one(Transport& t, size_t b, const std::vector<void*>& grads, double pre,
+                                               double post, AllReduceOptions opts);
 
   std::vector<size_t> numels_;
   DType dtype_;

@@ -8,8 +8,9 @@
 namespace nexus::comm {
 
 namespace {
-constexpr const char* kValidSpecs = "valid codecs: \"none\", \"fp16\", \"bf16\", \"int8\", "
-                                    "\"topk:RATIO\" with 0 < RATIO <= 1 (e.g. \"topk:0.01\"), \"sign\"";
+constexpr const char* kValidSpecs =
+    "valid codecs: \"none\", \"fp16\", \"bf16\", \"int8\", "
+    "\"topk:RATIO\" with 0 < RATIO <= 1 (e.g. \"topk:0.01\"), \"sign\"";
 }
 
 std::shared_ptr<const Codec> make_codec(std::string_view spec) {
@@ -22,8 +23,8 @@ std::shared_ptr<const Codec> make_codec(std::string_view spec) {
     std::string_view num = spec.substr(5);
     double ratio = 0;
     auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), ratio);
-    NX_CHECK(ec == std::errc() && end == num.data() + num.size() && ratio > 0 && ratio <= 1,
-             "codec \"", spec, "\": RATIO must be a number with 0 < RATIO <= 1; ", kValidSpecs);
+    NX_CHECK(ec == std::errc() && end == num.data() + num.size() && ratio > 0 && ratio <= 1, "codec \"", spec,
+             "\": RATIO must be a number with 0 < RATIO <= 1; ", kValidSpecs);
     return make_topk_codec(ratio);
   }
   throw ValueError(str("unknown codec \"", spec, "\"; ", kValidSpecs));
@@ -35,8 +36,7 @@ std::vector<std::byte> encode_to_vector(const Codec& codec, const float* x, size
   return out;
 }
 
-std::vector<float> decode_to_vector(const Codec& codec, const std::byte* in, size_t bytes,
-                                    size_t n) {
+std::vector<float> decode_to_vector(const Codec& codec, const std::byte* in, size_t bytes, size_t n) {
   std::vector<float> out(n);
   codec.decode(in, bytes, out.data(), n, false);
   return out;

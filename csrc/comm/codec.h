@@ -38,8 +38,7 @@ class Codec {
   virtual size_t encode(const float* x, size_t n, std::byte* out) const = 0;
   // Decodes `bytes` bytes holding n elements: out[i] = v (accumulate: out[i] += v).
   // A byte count that does not fit n is a ValueError.
-  virtual void decode(const std::byte* in, size_t bytes, float* out, size_t n,
-                      bool accumulate) const = 0;
+  virtual void decode(const std::byte* in, size_t bytes, float* out, size_t n, bool accumulate) const = 0;
 };
 
 // Parses a spec string; a bad one is a ValueError listing the valid specs.
@@ -47,8 +46,7 @@ std::shared_ptr<const Codec> make_codec(std::string_view spec);
 
 // Convenience for tests and bindings: encode into a fresh vector / decode into a fresh vector.
 std::vector<std::byte> encode_to_vector(const Codec& codec, const float* x, size_t n);
-std::vector<float> decode_to_vector(const Codec& codec, const std::byte* in, size_t bytes,
-                                    size_t n);
+std::vector<float> decode_to_vector(const Codec& codec, const std::byte* in, size_t bytes, size_t n);
 
 // Factories, one per file in codecs/.
 std::shared_ptr<const Codec> make_none_codec();

@@ -6,8 +6,7 @@ namespace nexus::comm {
 
 namespace {
 
-template <class T>
-void scale(const Tensor& g, double factor) {
+template <class T> void scale(const Tensor& g, double factor) {
   T* p = g.data<T>();
   const T f = T(factor);
   for (int64_t k = 0; k < g.numel(); ++k) p[k] *= f;
@@ -15,15 +14,16 @@ void scale(const Tensor& g, double factor) {
 
 }  // namespace
 
-DataParallelReducer::DataParallelReducer(Transport& world, const std::vector<Tensor>& params,
-                                         DataParallelOptions opts, Transport* group,
-                                         Transport* leaders)
-    : world_(world), opts_(std::move(opts)), buckets_(params, opts_.bucket_bytes, opts_.codec),
-      overlap_(opts_.overlap && group == nullptr), busy_(size_t(world.size()), 0.0) {
+DataParallelReducer::DataParallelReducer(Transport& world, const std::vector<Tensor>& params, DataParallelOptions opts,
+                                         Transport* group, Transport* leaders)
+    : world_(world),
+      opts_(std::move(opts)),
+      buckets_(params, opts_.bucket_bytes, opts_.codec),
+      overlap_(opts_.overlap && group == nullptr),
+      busy_(size_t(world.size()), 0.0) {
   NX_CHECK(group || !leaders, "DataParallelReducer: a leaders' ring needs the group's transport");
   if (group)
-    hier_ = std::make_unique<HierarchicalReducer>(*group, leaders, params, opts_.bucket_bytes,
-                                                  opts_.leader_codec);
+    hier_ = std::make_unique<HierarchicalReducer>(*group, leaders, params, opts_.bucket_bytes, opts_.leader_codec);
 }
 
 AllReduceOptions DataParallelReducer::ring_options() const {
@@ -51,8 +51,7 @@ void DataParallelReducer::begin(int64_t samples) {
     sum_counts(first);
     guess_ = first[0] > 0 ? first[0] : 1.0;
   }
-  pending_ = std::make_unique<OverlapReduction>(buckets_, world_, double(samples) / *guess_,
-                                                ring_options());
+  pending_ = std::make_unique<OverlapReduction>(buckets_, world_, double(samples) / *guess_, ring_options());
 }
 
 void DataParallelReducer::on_grad_ready(size_t param, const Tensor& grad) {
@@ -78,8 +77,7 @@ double DataParallelReducer::finish(const std::vector<Tensor>& grads, double loss
   if (overlap_) {
     if (total != *guess_)  // weighted by samples / guess: make it samples / total
       for (const Tensor& g : grads)
-        buckets_.dtype() == DType::Float64 ? scale<double>(g, *guess_ / total)
-                                           : scale<float>(g, *guess_ / total);
+        buckets_.dtype() == DType::Float64 ? scale<double>(g, *guess_ / total) : scale<float>(g, *guess_ / total);
     guess_ = total;
   } else if (hier_) {
     stats_ = hier_->reduce(buckets_, grads, share, ring_options());

@@ -36,8 +36,8 @@ struct DataParallelOptions {
   size_t bucket_bytes = kDefaultBucketBytes;
   std::shared_ptr<const Codec> codec;         // the world's (or the groups') ring; null: "none"
   std::shared_ptr<const Codec> leader_codec;  // the leaders' ring (hierarchical); null: "none"
-  bool overlap = true;  // reduce while backward runs (flat reduction; the worker thread and this
-                        // one must be allowed to use the transport in turn)
+  bool overlap = true;                        // reduce while backward runs (flat reduction; the worker thread and this
+                                              // one must be allowed to use the transport in turn)
   size_t segment_bytes = kMaxSegmentBytes;
   Timeout timeout = default_timeout();
 };
@@ -47,9 +47,8 @@ class DataParallelReducer final : public engine::GradReducer {
   // world: all ranks. params: the model's parameters (shapes and dtype of the gradients).
   // group and leaders (hierarchical, both or neither): this rank's group, whose rank 0 is its
   // leader, and the ring of leaders (null on a rank that is not one, or with a single group).
-  DataParallelReducer(Transport& world, const std::vector<Tensor>& params,
-                      DataParallelOptions opts, Transport* group = nullptr,
-                      Transport* leaders = nullptr);
+  DataParallelReducer(Transport& world, const std::vector<Tensor>& params, DataParallelOptions opts,
+                      Transport* group = nullptr, Transport* leaders = nullptr);
 
   void begin(int64_t samples) override;
   void on_grad_ready(size_t param, const Tensor& grad) override;

@@ -4,11 +4,10 @@
 
 namespace nexus::comm {
 
-size_t Residual::encode(const Codec& codec, size_t offset, const float* x, size_t n,
-                        std::byte* out, std::vector<float>& scratch) {
-  NX_CHECK(offset + n <= values_.size(), "Residual of ", values_.size(),
-           " elements cannot cover elements [", offset, ", ", offset + n,
-           "): give each parameter buffer a Residual of its own size");
+size_t Residual::encode(const Codec& codec, size_t offset, const float* x, size_t n, std::byte* out,
+                        std::vector<float>& scratch) {
+  NX_CHECK(offset + n <= values_.size(), "Residual of ", values_.size(), " elements cannot cover elements [", offset,
+           ", ", offset + n, "): give each parameter buffer a Residual of its own size");
   float* r = values_.data() + offset;
   scratch.resize(2 * n);
   float* in = scratch.data();

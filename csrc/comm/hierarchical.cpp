@@ -34,8 +34,8 @@ void broadcast(Transport& t, void* data, size_t bytes, int root, Timeout timeout
     for (Request& q : reqs) {
       const size_t got = t.wait(q, timeout);
       if (me != root && got != bytes)
-        throw CommError(str("rank ", me, " (this rank) received ", got, " bytes from rank ", root,
-                            ", expected ", bytes, ": the ranks disagree on the buffer"));
+        throw CommError(str("rank ", me, " (this rank) received ", got, " bytes from rank ", root, ", expected ", bytes,
+                            ": the ranks disagree on the buffer"));
     }
   } catch (const CommError& e) {
     for (Request& q : reqs) t.cancel(q);
@@ -43,19 +43,16 @@ void broadcast(Transport& t, void* data, size_t bytes, int root, Timeout timeout
   }
 }
 
-HierarchicalReducer::HierarchicalReducer(Transport& group, Transport* leaders,
-                                         const std::vector<Tensor>& params, size_t bucket_bytes,
-                                         std::shared_ptr<const Codec> leader_codec)
+HierarchicalReducer::HierarchicalReducer(Transport& group, Transport* leaders, const std::vector<Tensor>& params,
+                                         size_t bucket_bytes, std::shared_ptr<const Codec> leader_codec)
     : group_(group), leaders_(leaders) {
   NX_CHECK(!leaders || group.rank() == 0, "hierarchical reduction: rank ", group.rank(),
            " of its group is on the leaders' ring; the leader must be the group's rank 0");
-  if (leaders_)
-    leader_buckets_ = std::make_unique<BucketReducer>(params, bucket_bytes, std::move(leader_codec));
+  if (leaders_) leader_buckets_ = std::make_unique<BucketReducer>(params, bucket_bytes, std::move(leader_codec));
 }
 
-AllReduceStats HierarchicalReducer::reduce(BucketReducer& group_buckets,
-                                           const std::vector<Tensor>& grads, double pre_scale,
-                                           const AllReduceOptions& opts) {
+AllReduceStats HierarchicalReducer::reduce(BucketReducer& group_buckets, const std::vector<Tensor>& grads,
+                                           double pre_scale, const AllReduceOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   AllReduceStats stats;
   if (group_.size() > 1) {
@@ -65,8 +62,7 @@ AllReduceStats HierarchicalReducer::reduce(BucketReducer& group_buckets,
   if (leaders_) add(stats, leader_buckets_->reduce(*leaders_, grads, pre_scale, 1.0, opts));
   if (group_.size() > 1)
     for (const Tensor& g : grads)
-      broadcast(group_, g.raw_data(), size_t(g.numel()) * size_t(itemsize(g.dtype())), 0,
-                opts.timeout);
+      broadcast(group_, g.raw_data(), size_t(g.numel()) * size_t(itemsize(g.dtype())), 0, opts.timeout);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

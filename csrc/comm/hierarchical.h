@@ -19,13 +19,13 @@ class HierarchicalReducer {
  public:
   // group: this rank's group, rank 0 its leader. leaders: the ring of leaders, null on a rank
   // that is not one (or when there is a single group). params as BucketReducer's.
-  HierarchicalReducer(Transport& group, Transport* leaders, const std::vector<Tensor>& params,
-                      size_t bucket_bytes, std::shared_ptr<const Codec> leader_codec);
+  HierarchicalReducer(Transport& group, Transport* leaders, const std::vector<Tensor>& params, size_t bucket_bytes,
+                      std::shared_ptr<const Codec> leader_codec);
 
   // grads[i] = sum over all ranks of pre_scale * grads[i], in place; `group_buckets` reduces
   // inside the group. Returns the bytes of this rank's stages and the time of all of them.
-  AllReduceStats reduce(BucketReducer& group_buckets, const std::vector<Tensor>& grads,
-                        double pre_scale, const AllReduceOptions& opts);
+  AllReduceStats reduce(BucketReducer& group_buckets, const std::vector<Tensor>& grads, double pre_scale,
+                        const AllReduceOptions& opts);
 
  private:
   Transport& group_;

@@ -15,16 +15,15 @@ void check_buffers(const std::vector<RankBuffer>& buffers, const std::vector<Res
   NX_CHECK(!buffers.empty(), "loopback_allreduce: give one buffer per rank (at least one)");
   for (size_t i = 0; i < buffers.size(); ++i) {
     const RankBuffer& b = buffers[i];
-    NX_CHECK_TYPE(b.dtype == DType::Float32 || b.dtype == DType::Float64,
-                  "loopback_allreduce: rank ", i, "'s buffer is ", dtype_name(b.dtype),
-                  "; valid dtypes: float32, float64");
-    NX_CHECK_TYPE(b.dtype == buffers[0].dtype, "loopback_allreduce: rank ", i, "'s buffer is ",
-                  dtype_name(b.dtype), " but rank 0's is ", dtype_name(buffers[0].dtype));
-    NX_CHECK(b.n == buffers[0].n, "loopback_allreduce: rank ", i, "'s buffer has ", b.n,
-             " elements but rank 0's has ", buffers[0].n);
+    NX_CHECK_TYPE(b.dtype == DType::Float32 || b.dtype == DType::Float64, "loopback_allreduce: rank ", i,
+                  "'s buffer is ", dtype_name(b.dtype), "; valid dtypes: float32, float64");
+    NX_CHECK_TYPE(b.dtype == buffers[0].dtype, "loopback_allreduce: rank ", i, "'s buffer is ", dtype_name(b.dtype),
+                  " but rank 0's is ", dtype_name(buffers[0].dtype));
+    NX_CHECK(b.n == buffers[0].n, "loopback_allreduce: rank ", i, "'s buffer has ", b.n, " elements but rank 0's has ",
+             buffers[0].n);
   }
-  NX_CHECK(res.empty() || res.size() == buffers.size(), "loopback_allreduce: ", res.size(),
-           " residuals for ", buffers.size(), " ranks; give none or one per rank");
+  NX_CHECK(res.empty() || res.size() == buffers.size(), "loopback_allreduce: ", res.size(), " residuals for ",
+           buffers.size(), " ranks; give none or one per rank");
 }
 
 AllReduceStats run_rank(Transport& t, const RankBuffer& b, AllReduceOptions opts, Residual* r) {
@@ -35,8 +34,7 @@ AllReduceStats run_rank(Transport& t, const RankBuffer& b, AllReduceOptions opts
 
 }  // namespace
 
-std::vector<AllReduceStats> loopback_allreduce(const std::vector<RankBuffer>& buffers,
-                                               const AllReduceOptions& opts,
+std::vector<AllReduceStats> loopback_allreduce(const std::vector<RankBuffer>& buffers, const AllReduceOptions& opts,
                                                const std::vector<Residual*>& residuals,
                                                const std::vector<int>& absent) {
   check_buffers(buffers, residuals);
@@ -74,9 +72,7 @@ std::vector<AllReduceStats> loopback_allreduce(const std::vector<RankBuffer>& bu
       throw;  // a user error (bad codec, bad residual size) is reported as itself
     }
   }
-  if (failed)
-    throw CommError(str("loopback all-reduce failed on ", failed, " of ", size, " ranks:",
-                        combined));
+  if (failed) throw CommError(str("loopback all-reduce failed on ", failed, " of ", size, " ranks:", combined));
   return stats;
 }
 

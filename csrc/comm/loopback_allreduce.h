@@ -20,8 +20,7 @@ struct RankBuffer {
 // null). Ranks listed in `absent` never join: the others must fail within opts.timeout. A rank
 // that throws aborts the group so the rest stop waiting. Afterwards the first error that is not a
 // CommError is rethrown as is; otherwise the CommErrors of all failed ranks are combined into one.
-std::vector<AllReduceStats> loopback_allreduce(const std::vector<RankBuffer>& buffers,
-                                               const AllReduceOptions& opts,
+std::vector<AllReduceStats> loopback_allreduce(const std::vector<RankBuffer>& buffers, const AllReduceOptions& opts,
                                                const std::vector<Residual*>& residuals = {},
                                                const std::vector<int>& absent = {});
 

@@ -7,8 +7,7 @@
 namespace nexus::comm {
 
 Hub::Hub(int size)
-    : size_(size), arrived_(new std::condition_variable[size > 0 ? size : 1]),
-      joined_(size > 0 ? size : 1, false) {
+    : size_(size), arrived_(new std::condition_variable[size > 0 ? size : 1]), joined_(size > 0 ? size : 1, false) {
   NX_CHECK(size >= 1, "loopback Hub: size must be >= 1, got ", size);
 }
 
@@ -29,22 +28,20 @@ void Hub::abort(int rank, const std::string& reason) {
   for (int r = 0; r < size_; ++r) arrived_[r].notify_all();
 }
 
-LoopbackTransport::LoopbackTransport(std::shared_ptr<Hub> hub, int rank)
-    : hub_(std::move(hub)), rank_(rank) {
-  NX_CHECK(rank >= 0 && rank < hub_->size(), "loopback transport: rank ", rank,
-           " is outside the group of ", hub_->size(), " ranks");
+LoopbackTransport::LoopbackTransport(std::shared_ptr<Hub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {
+  NX_CHECK(rank >= 0 && rank < hub_->size(), "loopback transport: rank ", rank, " is outside the group of ",
+           hub_->size(), " ranks");
   std::lock_guard lock(hub_->mu_);
   hub_->joined_[rank] = true;
 }
 
 void LoopbackTransport::check_peer(int peer, const char* what) const {
-  NX_CHECK(peer >= 0 && peer < size(), what, ": rank ", rank_, " named peer rank ", peer,
-           ", valid peers are 0..", size() - 1);
+  NX_CHECK(peer >= 0 && peer < size(), what, ": rank ", rank_, " named peer rank ", peer, ", valid peers are 0..",
+           size() - 1);
 }
 
 std::string LoopbackTransport::describe(const Op& op) const {
-  return op.data ? str("receive of up to ", op.bytes, " bytes from rank ", op.peer, " (tag ",
-                       op.tag, ")")
+  return op.data ? str("receive of up to ", op.bytes, " bytes from rank ", op.peer, " (tag ", op.tag, ")")
                  : str("send of ", op.bytes, " bytes to rank ", op.peer, " (tag ", op.tag, ")");
 }
 
@@ -80,8 +77,8 @@ void LoopbackTransport::match_locked(int peer, int tag) {
     Op& op = ops_.at(queue.front());
     std::vector<std::byte>& msg = box->second.front();
     if (msg.size() > op.bytes)
-      throw CommError(str("rank ", rank_, " (this rank) received ", msg.size(), " bytes from rank ",
-                          peer, " (tag ", tag, ") into a buffer of ", op.bytes,
+      throw CommError(str("rank ", rank_, " (this rank) received ", msg.size(), " bytes from rank ", peer, " (tag ",
+                          tag, ") into a buffer of ", op.bytes,
                           " bytes: the ranks disagree on the buffer size or codec"));
     if (!msg.empty()) std::memcpy(op.data, msg.data(), msg.size());
     op.bytes = msg.size();
@@ -117,15 +114,15 @@ size_t LoopbackTransport::wait(Request& req, Timeout timeout) {
     if (!op.done) match_locked(op.peer, op.tag);
     if (op.done) break;
     if (hub_->aborted_by_ >= 0)
-      throw CommError(str("rank ", rank_, " (this rank) gave up on a ", describe(op), ": rank ",
-                          hub_->aborted_by_, " failed: ", hub_->abort_reason_));
+      throw CommError(str("rank ", rank_, " (this rank) gave up on a ", describe(op), ": rank ", hub_->aborted_by_,
+                          " failed: ", hub_->abort_reason_));
     if (hub_->arrived_[rank_].wait_until(lock, deadline) == std::cv_status::timeout) {
       match_locked(op.peer, op.tag);
       if (op.done) break;
       const std::string missing = hub_->missing_ranks();
-      throw CommError(str("rank ", rank_, " (this rank) timed out after ",
-                          double(timeout.count()) / 1000.0, " s waiting for a ", describe(op),
-                          ": rank ", op.peer, " did not send; it may have failed, not joined, "
+      throw CommError(str("rank ", rank_, " (this rank) timed out after ", double(timeout.count()) / 1000.0,
+                          " s waiting for a ", describe(op), ": rank ", op.peer,
+                          " did not send; it may have failed, not joined, "
                           "or be running a different collective",
                           missing.empty() ? "" : "; ranks that never joined: ", missing));
     }

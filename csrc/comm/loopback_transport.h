@@ -54,8 +54,8 @@ class LoopbackTransport final : public Transport {
  private:
   struct Op {
     int peer, tag;
-    void* data;         // receives only
-    size_t bytes;       // capacity until done, then the size received (or sent)
+    void* data;    // receives only
+    size_t bytes;  // capacity until done, then the size received (or sent)
     bool done;
   };
   // Matches posted receives for (peer, tag) with arrived messages, in order. Caller holds mu_.

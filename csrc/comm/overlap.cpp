@@ -4,10 +4,14 @@
 
 namespace nexus::comm {
 
-OverlapReduction::OverlapReduction(BucketReducer& reducer, Transport& transport,
-                                   double pre_scale, AllReduceOptions opts)
-    : reducer_(reducer), transport_(transport), pre_(pre_scale), opts_(std::move(opts)),
-      data_(reducer.num_params(), nullptr), in_(reducer.buckets().size(), 0),
+OverlapReduction::OverlapReduction(BucketReducer& reducer, Transport& transport, double pre_scale,
+                                   AllReduceOptions opts)
+    : reducer_(reducer),
+      transport_(transport),
+      pre_(pre_scale),
+      opts_(std::move(opts)),
+      data_(reducer.num_params(), nullptr),
+      in_(reducer.buckets().size(), 0),
       bucket_of_(reducer.num_params(), 0) {
   const auto& buckets = reducer_.buckets();
   for (size_t b = 0; b < buckets.size(); ++b)
@@ -36,20 +40,18 @@ void OverlapReduction::ready(size_t param, void* data) {
 }
 
 AllReduceStats OverlapReduction::finish(const std::vector<Tensor>& grads) {
-  NX_CHECK(grads.size() == data_.size(), "OverlapReduction.finish: ", grads.size(),
-           " gradients for ", data_.size(), " parameters");
+  NX_CHECK(grads.size() == data_.size(), "OverlapReduction.finish: ", grads.size(), " gradients for ", data_.size(),
+           " parameters");
   for (size_t i = 0; i < grads.size(); ++i) {
     NX_CHECK(grads[i].defined() && (grads[i].numel() == 0 || grads[i].is_contiguous()) &&
-             size_t(grads[i].numel()) == reducer_.numel(i) &&
-             grads[i].dtype() == reducer_.dtype(),
-             "OverlapReduction.finish: gradient ", i, " must be a defined contiguous ",
-             dtype_name(reducer_.dtype()), " tensor of ", reducer_.numel(i), " elements");
+                 size_t(grads[i].numel()) == reducer_.numel(i) && grads[i].dtype() == reducer_.dtype(),
+             "OverlapReduction.finish: gradient ", i, " must be a defined contiguous ", dtype_name(reducer_.dtype()),
+             " tensor of ", reducer_.numel(i), " elements");
     ready(i, grads[i].raw_data());
   }
   worker_.join();
   if (error_) std::rethrow_exception(error_);
-  stats_.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   return stats_;
 }
 

@@ -21,8 +21,7 @@ namespace nexus::comm {
 class OverlapReduction {
  public:
   // Gradients are multiplied by pre_scale before they are summed (as BucketReducer::reduce).
-  OverlapReduction(BucketReducer& reducer, Transport& transport, double pre_scale,
-                   AllReduceOptions opts);
+  OverlapReduction(BucketReducer& reducer, Transport& transport, double pre_scale, AllReduceOptions opts);
   ~OverlapReduction();  // stops the worker between buckets if finish() was never called
   OverlapReduction(const OverlapReduction&) = delete;
   OverlapReduction& operator=(const OverlapReduction&) = delete;

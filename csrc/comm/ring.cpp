@@ -19,8 +19,7 @@ Timeout default_timeout() {
 namespace {
 
 // acc[i] = max(acc[i], in[i]) (or min); a NaN on either side wins, as numpy.maximum.
-template <class T>
-void keep_extremum(ReduceOp op, T* acc, const T* in, size_t n) {
+template <class T> void keep_extremum(ReduceOp op, T* acc, const T* in, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const T v = in[i];
     if (v != v || (op == ReduceOp::Max ? v > acc[i] : v < acc[i])) acc[i] = v;
@@ -29,11 +28,9 @@ void keep_extremum(ReduceOp op, T* acc, const T* in, size_t n) {
 
 // How segments become bytes. float32 goes through the Codec (and the Residual when lossy);
 // float64 travels raw.
-template <class T>
-struct Wire;
+template <class T> struct Wire;
 
-template <>
-struct Wire<float> {
+template <> struct Wire<float> {
   const Codec& codec;
   Residual* residual;
   ReduceOp op;
@@ -44,8 +41,7 @@ struct Wire<float> {
   bool direct() const { return codec.lossless(); }
   size_t max_bytes(size_t n) const { return codec.max_encoded_bytes(n); }
   size_t encode(const float* data, size_t off, size_t n, std::byte* out) {
-    if (residual && !codec.lossless())
-      return residual->encode(codec, off, data + off, n, out, scratch);
+    if (residual && !codec.lossless()) return residual->encode(codec, off, data + off, n, out, scratch);
     return codec.encode(data + off, n, out);
   }
   // add: combine with what data holds (by op: a sum, or the larger/smaller value).
@@ -60,8 +56,7 @@ struct Wire<float> {
   }
 };
 
-template <>
-struct Wire<double> {
+template <> struct Wire<double> {
   ReduceOp op;
   bool lossless() const { return true; }
   bool direct() const { return true; }
@@ -93,12 +88,10 @@ std::byte* scratch(int which, size_t bytes) {
   return b.data();
 }
 
-template <class T>
-class Ring {
+template <class T> class Ring {
  public:
   Ring(Transport& t, T* data, size_t n, const AllReduceOptions& o, Wire<T>& wire)
-      : t_(t), data_(data), n_(n), N_(t.size()), r_(t.rank()), wire_(wire),
-        timeout_(o.timeout) {
+      : t_(t), data_(data), n_(n), N_(t.size()), r_(t.rank()), wire_(wire), timeout_(o.timeout) {
     left_ = mod(r_ - 1);
     right_ = mod(r_ + 1);
     const size_t max_chunk = (n + N_ - 1) / N_;
@@ -144,28 +137,25 @@ class Ring {
   std::vector<Request> sreq_, rreq_;
 };
 
-template <class T>
-size_t Ring<T>::wait(Request& q, const char* phase, int step, size_t j) {
+template <class T> size_t Ring<T>::wait(Request& q, const char* phase, int step, size_t j) {
   try {
     return t_.wait(q, timeout_);
   } catch (const CommError& e) {
-    throw CommError(str("ring all-reduce, ", phase, " step ", step + 1, "/", N_ - 1, ", segment ",
-                        j + 1, "/", K_, ": ", e.what()));
+    throw CommError(
+        str("ring all-reduce, ", phase, " step ", step + 1, "/", N_ - 1, ", segment ", j + 1, "/", K_, ": ", e.what()));
   }
 }
 
-template <class T>
-size_t Ring<T>::wait_recv(Request& q, const char* phase, int step, size_t j, size_t expected) {
+template <class T> size_t Ring<T>::wait_recv(Request& q, const char* phase, int step, size_t j, size_t expected) {
   const size_t got = wait(q, phase, step, j);
   if (got != expected)
-    throw CommError(str("ring all-reduce, ", phase, " step ", step + 1, ": rank ", r_,
-                        " (this rank) received ", got, " bytes from rank ", left_, ", expected ",
-                        expected, ": the ranks disagree on the buffer size, dtype or codec"));
+    throw CommError(str("ring all-reduce, ", phase, " step ", step + 1, ": rank ", r_, " (this rank) received ", got,
+                        " bytes from rank ", left_, ", expected ", expected,
+                        ": the ranks disagree on the buffer size, dtype or codec"));
   return got;
 }
 
-template <class T>
-void Ring<T>::reduce_scatter() {
+template <class T> void Ring<T>::reduce_scatter() {
   const int S = N_ - 1;
   // Two sets of K slots, by step parity: step s+1 is posted while step s is still arriving.
   // Received segments are staged (they are added, not stored); a direct wire sends from data_.
@@ -177,8 +167,7 @@ void Ring<T>::reduce_scatter() {
   auto post_recvs = [&](int s) {
     for (size_t j = 0; j < K_; ++j) {
       const size_t i = slot(s, j);
-      rreq_[i] = t_.irecv(left_, rbuf + i * slot_,
-                          wire_.max_bytes(segment(mod(r_ - s - 1), j).len), kTagReduceScatter);
+      rreq_[i] = t_.irecv(left_, rbuf + i * slot_, wire_.max_bytes(segment(mod(r_ - s - 1), j).len), kTagReduceScatter);
     }
   };
   auto encode_and_send = [&](int s, size_t j) {
@@ -186,8 +175,7 @@ void Ring<T>::reduce_scatter() {
     wait(sreq_[i], "reduce-scatter", s, j);  // slot i last held step s-2's segment j
     const Span g = segment(mod(r_ - s), j);
     if (wire_.direct()) {
-      sreq_[i] = send(reinterpret_cast<const std::byte*>(data_ + g.off), g.len * sizeof(T), g.len,
-                      kTagReduceScatter);
+      sreq_[i] = send(reinterpret_cast<const std::byte*>(data_ + g.off), g.len * sizeof(T), g.len, kTagReduceScatter);
       return;
     }
     std::byte* out = sbuf + i * slot_;
@@ -211,8 +199,7 @@ void Ring<T>::reduce_scatter() {
   for (size_t i = 0; i < sreq_.size(); ++i) wait(sreq_[i], "reduce-scatter", S - 1, i % K_);
 }
 
-template <class T>
-void Ring<T>::scale_owned(T factor) {
+template <class T> void Ring<T>::scale_owned(T factor) {
   const int o = mod(r_ + 1);
   for (size_t j = 0; j < K_; ++j) {
     const Span g = segment(o, j);
@@ -220,8 +207,7 @@ void Ring<T>::scale_owned(T factor) {
   }
 }
 
-template <class T>
-void Ring<T>::all_gather() {
+template <class T> void Ring<T>::all_gather() {
   const int S = N_ - 1;
   // Encoded segments by (chunk, segment): received once, decoded, forwarded verbatim. A direct
   // wire receives straight into data_ and forwards from there (nothing to decode).
@@ -229,16 +215,14 @@ void Ring<T>::all_gather() {
   std::byte* store = direct ? nullptr : scratch(0, size_t(N_) * K_ * slot_);
   auto at = [&](int c, size_t j) { return size_t(c) * K_ + j; };
   auto where = [&](int c, size_t j) {
-    return direct ? reinterpret_cast<std::byte*>(data_ + segment(c, j).off)
-                  : store + at(c, j) * slot_;
+    return direct ? reinterpret_cast<std::byte*>(data_ + segment(c, j).off) : store + at(c, j) * slot_;
   };
   sreq_.assign(size_t(N_) * K_, {});
   rreq_.assign(size_t(N_) * K_, {});
   for (int s = 0; s < S; ++s)  // step s brings chunk r-s from the left
     for (size_t j = 0; j < K_; ++j) {
       const int c = mod(r_ - s);
-      rreq_[at(c, j)] = t_.irecv(left_, where(c, j), wire_.max_bytes(segment(c, j).len),
-                                 kTagAllGather);
+      rreq_[at(c, j)] = t_.irecv(left_, where(c, j), wire_.max_bytes(segment(c, j).len), kTagAllGather);
     }
   const int owned = mod(r_ + 1);
   for (size_t j = 0; j < K_; ++j) {
@@ -261,8 +245,7 @@ void Ring<T>::all_gather() {
   for (size_t i = 0; i < sreq_.size(); ++i) wait(sreq_[i], "all-gather", S - 1, i % K_);
 }
 
-template <class T>
-AllReduceStats run(Transport& t, T* data, size_t n, const AllReduceOptions& o, Wire<T>& wire) {
+template <class T> AllReduceStats run(Transport& t, T* data, size_t n, const AllReduceOptions& o, Wire<T>& wire) {
   const auto start = std::chrono::steady_clock::now();
   NX_CHECK(o.segment_bytes > 0, "all_reduce: segment_bytes must be > 0");
   AllReduceStats stats;
@@ -283,8 +266,7 @@ AllReduceStats run(Transport& t, T* data, size_t n, const AllReduceOptions& o, W
 // The sum has at most RATIO of the entries, the wire carries about RATIO of the uncompressed
 // ring's bytes, and what a rank did not send waits in its own residual: no partial sum is ever
 // re-sparsified (which a ring of top-k codecs does at every hop).
-AllReduceStats sparse_allreduce(Transport& t, float* data, size_t n, const AllReduceOptions& o,
-                                double ratio) {
+AllReduceStats sparse_allreduce(Transport& t, float* data, size_t n, const AllReduceOptions& o, double ratio) {
   const auto start = std::chrono::steady_clock::now();
   const int N = t.size(), r = t.rank();
   AllReduceStats stats;
@@ -319,8 +301,9 @@ AllReduceStats sparse_allreduce(Transport& t, float* data, size_t n, const AllRe
       t.wait(send, o.timeout);
       const size_t got = t.wait(recv, o.timeout);
       if (got != msg)
-        throw CommError(str("top-k all-reduce: rank ", r, " (this rank) received ", got,
-                            " bytes from rank ", left, ", expected ", msg, ": the ranks "
+        throw CommError(str("top-k all-reduce: rank ", r, " (this rank) received ", got, " bytes from rank ", left,
+                            ", expected ", msg,
+                            ": the ranks "
                             "disagree on the buffer size or codec"));
     } catch (const CommError& e) {
       t.cancel(send);
@@ -345,11 +328,9 @@ AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllRedu
   check_reduce_op(o.op, "all_reduce: op", kReductions);
   const auto codec = o.codec ? o.codec : make_none_codec();
   NX_CHECK(!is_extremum(o.op) || codec->lossless(), "all_reduce: op \"", reduce_op_name(o.op),
-           "\" takes codec \"none\", got \"", codec->spec(),
-           "\": a lossy codec would change which value wins");
-  NX_CHECK(!o.residual || o.residual->size() == n, "all_reduce: the Residual has ",
-           o.residual ? o.residual->size() : 0, " elements but the buffer has ", n,
-           "; keep one Residual per parameter buffer");
+           "\" takes codec \"none\", got \"", codec->spec(), "\": a lossy codec would change which value wins");
+  NX_CHECK(!o.residual || o.residual->size() == n, "all_reduce: the Residual has ", o.residual ? o.residual->size() : 0,
+           " elements but the buffer has ", n, "; keep one Residual per parameter buffer");
   NX_CHECK(o.segment_bytes > 0, "all_reduce: segment_bytes must be > 0");
   if (codec->topk_ratio() > 0) return sparse_allreduce(t, data, n, o, codec->topk_ratio());
   Wire<float> wire{*codec, o.residual, o.op, {}, {}};

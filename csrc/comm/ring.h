@@ -74,7 +74,6 @@ AllReduceStats ring_allreduce(Transport& t, double* data, size_t n, const AllRed
 // the buffer's dtype, as a ring in that dtype would, and no Residual is used), while a lossy codec
 // encodes the widened values. bytes_uncompressed counts the buffer's own element size. Other
 // dtypes are a TypeError.
-AllReduceStats ring_allreduce(Transport& t, void* data, DType dtype, size_t n,
-                              const AllReduceOptions& opts);
+AllReduceStats ring_allreduce(Transport& t, void* data, DType dtype, size_t n, const AllReduceOptions& opts);
 
 }  // namespace nexus::comm

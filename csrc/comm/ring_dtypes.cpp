@@ -6,8 +6,7 @@
 
 namespace nexus::comm {
 
-AllReduceStats ring_allreduce(Transport& t, void* data, DType dtype, size_t n,
-                              const AllReduceOptions& opts) {
+AllReduceStats ring_allreduce(Transport& t, void* data, DType dtype, size_t n, const AllReduceOptions& opts) {
   if (dtype == DType::Float32) return ring_allreduce(t, static_cast<float*>(data), n, opts);
   if (dtype == DType::Float64) return ring_allreduce(t, static_cast<double*>(data), n, opts);
   NX_CHECK_TYPE(is_half(dtype), "all_reduce: cannot reduce a ", dtype_name(dtype),

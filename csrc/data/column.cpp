@@ -29,16 +29,13 @@ DType dtype_from_name(const std::string& n) {
   if (n == "float32") return DType::Float32;
   if (n == "float64") return DType::Float64;
   if (n == "str" || n == "string" || n == "object") return DType::String;
-  NX_CHECK(false, "dtypes: unknown dtype '", n,
-           "'; valid: bool, int32, int64, float32, float64, str");
+  NX_CHECK(false, "dtypes: unknown dtype '", n, "'; valid: bool, int32, int64, float32, float64, str");
   return DType::Float64;
 }
 
 const IntRange* pinned_int_range(const ReadOptions& opt, const std::string& column) {
-  static constexpr IntRange kInt32{"int32", std::numeric_limits<int32_t>::min(),
-                                   std::numeric_limits<int32_t>::max()};
-  static constexpr IntRange kInt64{"int64", std::numeric_limits<int64_t>::min(),
-                                   std::numeric_limits<int64_t>::max()};
+  static constexpr IntRange kInt32{"int32", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+  static constexpr IntRange kInt64{"int64", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
   auto it = opt.dtypes.find(column);
   if (it == opt.dtypes.end()) return nullptr;
   DType d = dtype_from_name(it->second);
@@ -46,18 +43,16 @@ const IntRange* pinned_int_range(const ReadOptions& opt, const std::string& colu
 }
 
 std::string out_of_range(const std::string& column, std::string_view text, const IntRange& r) {
-  return str("column '", column, "': ", text, " does not fit in ", r.dtype, " (", r.lo, " to ",
-             r.hi, "); pass dtypes={'", column, "': ",
-             r.hi == std::numeric_limits<int64_t>::max() ? "'float64'" : "'int64'", "}");
+  return str("column '", column, "': ", text, " does not fit in ", r.dtype, " (", r.lo, " to ", r.hi,
+             "); pass dtypes={'", column, "': ", r.hi == std::numeric_limits<int64_t>::max() ? "'float64'" : "'int64'",
+             "}");
 }
 
 std::string not_an_integer(const std::string& column, std::string_view text, const IntRange& r) {
-  return str("column '", column, "': ", text, " is not an integer (dtypes= asks for ", r.dtype,
-             ")");
+  return str("column '", column, "': ", text, " is not an integer (dtypes= asks for ", r.dtype, ")");
 }
 
-void check_dtype_keys(const ReadOptions& opt, const std::vector<std::string>& names,
-                      const char* absent) {
+void check_dtype_keys(const ReadOptions& opt, const std::vector<std::string>& names, const char* absent) {
   std::vector<std::string> keys;
   for (const auto& kv : opt.dtypes)
     if (std::find(names.begin(), names.end(), kv.first) == names.end()) keys.push_back(kv.first);
@@ -65,8 +60,8 @@ void check_dtype_keys(const ReadOptions& opt, const std::vector<std::string>& na
   std::sort(keys.begin(), keys.end());
   std::string all;
   for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
-  throw ValueError(str("dtypes= names column '", keys[0], "', which ", absent,
-                       "; columns: ", all.empty() ? "(none)" : all));
+  throw ValueError(
+      str("dtypes= names column '", keys[0], "', which ", absent, "; columns: ", all.empty() ? "(none)" : all));
 }
 
 const char* kind_name(Kind k, bool list) {
@@ -107,8 +102,7 @@ void ColumnBuilder::reserve(size_t rows) {
 
 void ColumnBuilder::begin_row(int64_t row) {
   touched_row_ = row;
-  saved_ = {kind_, list_, width_, rows_, active_size(), chars_.size(), ends_.size(),
-            missing_.size()};
+  saved_ = {kind_, list_, width_, rows_, active_size(), chars_.size(), ends_.size(), missing_.size()};
 }
 
 void ColumnBuilder::rollback() {
@@ -206,12 +200,12 @@ struct Plan {
   DType dtype = DType::Float64;
 };
 
-template <class T>
-void fill_numeric(T* out, int64_t w, const ColumnBuilder* b, int64_t rows) {
+template <class T> void fill_numeric(T* out, int64_t w, const ColumnBuilder* b, int64_t rows) {
   size_t n = size_t(rows) * size_t(w);
   if (b && b->kind() != Kind::Null && b->kind() != Kind::String) {
-    size_t have = b->kind() == Kind::Int ? b->ints().size()
-                  : b->kind() == Kind::Float ? b->floats().size() : b->bools().size();
+    size_t have = b->kind() == Kind::Int     ? b->ints().size()
+                  : b->kind() == Kind::Float ? b->floats().size()
+                                             : b->bools().size();
     NX_ASSERT(have == n, "column '", b->name(), "': ", have, " values for ", rows, " rows");
   }
   constexpr bool kFloat = std::is_floating_point_v<T>;
@@ -227,8 +221,7 @@ void fill_numeric(T* out, int64_t w, const ColumnBuilder* b, int64_t rows) {
   }
 }
 
-void fill_part(Column& c, const Plan& p, size_t part, int64_t row0, int64_t rows,
-               int64_t char0) {
+void fill_part(Column& c, const Plan& p, size_t part, int64_t row0, int64_t rows, int64_t char0) {
   const ColumnBuilder* b = p.parts[part];
   int64_t w = std::max<int64_t>(c.width, 1);
   if (c.dtype == DType::String) {
@@ -276,12 +269,10 @@ DType choose_dtype(const Plan& p, const ReadOptions& opt) {
   bool ok = false;
   if (want == DType::String) ok = p.kind == Kind::String || p.kind == Kind::Null;
   if (want == DType::Float32 || want == DType::Float64) ok = numeric;
-  if (want == DType::Int32 || want == DType::Int64)
-    ok = (p.kind == Kind::Int || p.kind == Kind::Bool) && !p.missing;
+  if (want == DType::Int32 || want == DType::Int64) ok = (p.kind == Kind::Int || p.kind == Kind::Bool) && !p.missing;
   if (want == DType::Bool) ok = p.kind == Kind::Bool && !p.missing;
-  NX_CHECK(ok, "column '", p.name, "' holds ", kind_name(p.kind, p.list),
-           p.missing ? " with missing values" : "", " and cannot be read as ", it->second,
-           "; valid: ", numeric ? "float32, float64" : "str",
+  NX_CHECK(ok, "column '", p.name, "' holds ", kind_name(p.kind, p.list), p.missing ? " with missing values" : "",
+           " and cannot be read as ", it->second, "; valid: ", numeric ? "float32, float64" : "str",
            natural == DType::Int64 ? ", int32, int64" : "");
   return want;
 }
@@ -296,9 +287,8 @@ void merge_part(Plan& p, const ColumnBuilder& b, int64_t line_base) {
   bool numeric = [](Kind a, Kind b) {
     return (a == Kind::Int || a == Kind::Float) && (b == Kind::Int || b == Kind::Float);
   }(p.kind, b.kind());
-  NX_CHECK((p.kind == b.kind() || numeric) && p.list == b.is_list(), "line ",
-           line_base + b.first_line() + 1, ": column '", p.name, "' holds ",
-           kind_name(b.kind(), b.is_list()), " here but ", kind_name(p.kind, p.list),
+  NX_CHECK((p.kind == b.kind() || numeric) && p.list == b.is_list(), "line ", line_base + b.first_line() + 1,
+           ": column '", p.name, "' holds ", kind_name(b.kind(), b.is_list()), " here but ", kind_name(p.kind, p.list),
            " in earlier lines; pass dtypes= or fix the file");
   NX_CHECK(p.width == b.width(), "line ", line_base + b.first_line() + 1, ": column '", p.name,
            "' holds lists of length ", b.width(), " here but ", p.width, " in earlier lines");
@@ -339,8 +329,7 @@ Table stitch(std::vector<RangeResult>& ranges, const ReadOptions& opt, int64_t l
       seen = true;
       merge_part(p, ranges[i].columns[k], line0[i]);
     }
-    NX_CHECK(seen || !opt.require_columns || rows == 0, "column '", p.name,
-             "' was asked for but no line has it");
+    NX_CHECK(seen || !opt.require_columns || rows == 0, "column '", p.name, "' was asked for but no line has it");
   }
   if (opt.require_columns && rows > 0) check_dtype_keys(opt, names, "no line has");
   for (Plan& p : plans) {
@@ -365,16 +354,14 @@ Table stitch(std::vector<RangeResult>& ranges, const ReadOptions& opt, int64_t l
       col.offsets.assign(size_t(rows) + 1, 0);
       if (plans[c].missing) col.valid.assign(size_t(rows), 1);
     } else {
-      col.values = Buffer::allocate(size_t(rows) * size_t(std::max<int64_t>(col.width, 1)) *
-                                    dtype_size(col.dtype));
+      col.values = Buffer::allocate(size_t(rows) * size_t(std::max<int64_t>(col.width, 1)) * dtype_size(col.dtype));
     }
   }
   int64_t parts = int64_t(plans.size() * ranges.size());
   parallel_for(parts, 1, [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       size_t c = size_t(k) / ranges.size(), i = size_t(k) % ranges.size();
-      fill_part(t.columns[c], plans[c], i, row0[i], ranges[i].rows,
-                char0[c].empty() ? 0 : char0[c][i]);
+      fill_part(t.columns[c], plans[c], i, row0[i], ranges[i].rows, char0[c].empty() ? 0 : char0[c][i]);
     }
   });
 
@@ -383,8 +370,7 @@ Table stitch(std::vector<RangeResult>& ranges, const ReadOptions& opt, int64_t l
   for (size_t i = 0; i < ranges.size(); ++i) {
     t.stats.skipped += ranges[i].skipped;
     for (int64_t l : ranges[i].skipped_lines)
-      if (t.stats.skipped_lines.size() < kMaxSkippedLines)
-        t.stats.skipped_lines.push_back(line0[i] + l + 1);
+      if (t.stats.skipped_lines.size() < kMaxSkippedLines) t.stats.skipped_lines.push_back(line0[i] + l + 1);
   }
   return t;
 }

@@ -25,25 +25,24 @@ struct Buffer {
   std::unique_ptr<std::byte[]> data;
   size_t bytes = 0;
   static Buffer allocate(size_t bytes);
-  template <class T>
-  T* as() { return reinterpret_cast<T*>(data.get()); }
+  template <class T> T* as() { return reinterpret_cast<T*>(data.get()); }
 };
 
 struct Column {
   std::string name;
   DType dtype = DType::Float64;
   int64_t rows = 0;
-  int64_t width = -1;  // -1: one value per row (1-D); w >= 0: lists of w values (2-D)
-  Buffer values;       // numeric dtypes: rows * max(width, 1) elements
-  std::string chars;   // String: the UTF-8 bytes of every row, back to back
+  int64_t width = -1;            // -1: one value per row (1-D); w >= 0: lists of w values (2-D)
+  Buffer values;                 // numeric dtypes: rows * max(width, 1) elements
+  std::string chars;             // String: the UTF-8 bytes of every row, back to back
   std::vector<int64_t> offsets;  // String: rows + 1 offsets into chars
   std::vector<uint8_t> valid;    // String: 1 where the row has a value; empty when all do
 };
 
 struct Stats {
   int64_t rows = 0;
-  int64_t lines = 0;    // physical lines read (blank and skipped ones included)
-  int64_t skipped = 0;  // malformed lines skipped under on_error="skip"
+  int64_t lines = 0;                   // physical lines read (blank and skipped ones included)
+  int64_t skipped = 0;                 // malformed lines skipped under on_error="skip"
   std::vector<int64_t> skipped_lines;  // their 1-based line numbers, the first kMaxSkippedLines
   int64_t bytes = 0;
 };
@@ -56,11 +55,11 @@ struct Table {
 
 // What the caller asked for, shared by the JSONL and CSV readers.
 struct ReadOptions {
-  std::vector<std::string> columns;                       // empty: every column, in file order
-  std::unordered_map<std::string, std::string> dtypes;    // per-column override by dtype name
-  bool skip_errors = false;                               // on_error="skip"
-  int threads = 0;                                        // 0: the pool's size
-  bool require_columns = true;  // a name in `columns` that no line has is an error
+  std::vector<std::string> columns;                     // empty: every column, in file order
+  std::unordered_map<std::string, std::string> dtypes;  // per-column override by dtype name
+  bool skip_errors = false;                             // on_error="skip"
+  int threads = 0;                                      // 0: the pool's size
+  bool require_columns = true;                          // a name in `columns` that no line has is an error
 };
 
 // The range of an integer dtype that dtypes= pins a column to. The parsers check every integer
@@ -79,8 +78,7 @@ std::string not_an_integer(const std::string& column, std::string_view text, con
 
 // Every key of opt.dtypes must be one of `names` (the columns read): ValueError naming the first
 // other one (in sorted order), "dtypes= names column 'x', which <absent>; columns: a, b".
-void check_dtype_keys(const ReadOptions& opt, const std::vector<std::string>& names,
-                      const char* absent);
+void check_dtype_keys(const ReadOptions& opt, const std::vector<std::string>& names, const char* absent);
 
 enum class Kind : uint8_t { Null, Bool, Int, Float, String };
 const char* kind_name(Kind k, bool list);

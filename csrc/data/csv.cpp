@@ -12,9 +12,8 @@
 namespace nexus::data {
 
 bool is_missing_text(const char* p, size_t n) {
-  static constexpr std::string_view kMissing[] = {"",     "NA",   "N/A",  "n/a",  "NULL",
-                                                  "null", "NaN",  "nan",  "-NaN", "-nan",
-                                                  "None", "<NA>", "#N/A"};
+  static constexpr std::string_view kMissing[] = {"",    "NA",   "N/A",  "n/a",  "NULL", "null", "NaN",
+                                                  "nan", "-NaN", "-nan", "None", "<NA>", "#N/A"};
   std::string_view s(p, n);
   for (auto m : kMissing)
     if (s == m) return true;
@@ -69,13 +68,11 @@ bool parse_bool(std::string_view s, bool& v) {
   return false;
 }
 
-template <class T>
-bool parse_whole(std::string_view s, T& v) {
+template <class T> bool parse_whole(std::string_view s, T& v) {
   const char* b = s.data();
   const char* e = b + s.size();
   if (b < e && *b == '+') ++b;  // from_chars takes no '+'
-  if (b == e || !(*b == '-' || *b == '.' || (*b >= '0' && *b <= '9') || (*b | 0x20) == 'i'))
-    return false;
+  if (b == e || !(*b == '-' || *b == '.' || (*b >= '0' && *b <= '9') || (*b | 0x20) == 'i')) return false;
   auto r = std::from_chars(b, e, v);
   if (r.ec == std::errc::result_out_of_range && std::is_floating_point_v<T>) {
     v = T(std::strtod(std::string(b, e).c_str(), nullptr));
@@ -86,8 +83,8 @@ bool parse_whole(std::string_view s, T& v) {
 
 class RangeParser {
  public:
-  RangeParser(const char* data, const ReadOptions& opt, const CsvOptions& csv, const Layout& lay,
-              RangeResult& out, std::vector<uint8_t>& mixed)
+  RangeParser(const char* data, const ReadOptions& opt, const CsvOptions& csv, const Layout& lay, RangeResult& out,
+              std::vector<uint8_t>& mixed)
       : data_(data), opt_(opt), csv_(csv), lay_(lay), out_(out), mixed_(mixed) {
     for (const auto& n : lay.names) out_.columns.emplace_back(n, pinned_int_range(opt, n));
   }
@@ -163,8 +160,7 @@ class RangeParser {
     p_ = after_line_end(p_, e_);
     ++line_;
     done_ = true;
-    if (field != lay_.fields)
-      fail(start, str("expected ", lay_.fields, " fields, got ", field));
+    if (field != lay_.fields) fail(start, str("expected ", lay_.fields, " fields, got ", field));
     ++row_;
   }
 
@@ -214,8 +210,7 @@ class RangeParser {
   void check_integer(const ColumnBuilder& b, std::string_view s, const IntRange& r) {
     int64_t i;
     bool v;
-    if (parse_whole(s, i) ? i < r.lo || i > r.hi : integer_text(s))
-      fail(field_, out_of_range(b.name(), s, r), true);
+    if (parse_whole(s, i) ? i < r.lo || i > r.hi : integer_text(s)) fail(field_, out_of_range(b.name(), s, r), true);
     if (!parse_whole(s, i) && !parse_bool(s, v)) fail(field_, not_an_integer(b.name(), s, r), true);
   }
 
@@ -286,8 +281,8 @@ size_t count_fields(const char* p, const char* end, const CsvOptions& csv) {
 
 // The header (or the given names) and what each field maps to, for the text at [start, size)
 // (start skips a byte order mark). Returns the offset after the header line (start if none).
-size_t read_header(const char* data, size_t start, size_t size, const ReadOptions& opt,
-                   const CsvOptions& csv, Layout& lay, std::vector<std::string>& all) {
+size_t read_header(const char* data, size_t start, size_t size, const ReadOptions& opt, const CsvOptions& csv,
+                   Layout& lay, std::vector<std::string>& all) {
   size_t body = start;
   if (csv.header && start < size) {
     ReadOptions hopt;
@@ -309,8 +304,7 @@ size_t read_header(const char* data, size_t start, size_t size, const ReadOption
     std::vector<uint8_t> mixed(fields, 0);
     RangeParser(data, hopt, csv, hl, r, mixed).run(data + start, data + body);
     if (r.failed) throw_line_error(r.error, 0);
-    for (auto& c : r.columns)
-      all.emplace_back(c.string_chars());  // one row each
+    for (auto& c : r.columns) all.emplace_back(c.string_chars());  // one row each
   }
   if (!csv.names.empty()) all = csv.names;
   if (all.empty() && !csv.header && start < size) {
@@ -321,8 +315,7 @@ size_t read_header(const char* data, size_t start, size_t size, const ReadOption
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].empty()) all[i] = str("column_", i);
     for (size_t j = 0; j < i; ++j)
-      NX_CHECK(all[i] != all[j], "read_csv: the header names column '", all[i],
-               "' twice; pass names= to rename");
+      NX_CHECK(all[i] != all[j], "read_csv: the header names column '", all[i], "' twice; pass names= to rename");
   }
   lay.fields = all.size();
   lay.column_of.assign(all.size(), -1);

@@ -14,8 +14,8 @@ namespace nexus::data {
 struct CsvOptions {
   char delimiter = ',';
   char quote = '"';
-  bool header = true;               // the first record names the columns
-  std::vector<std::string> names;   // overrides the header (or names a headerless file)
+  bool header = true;              // the first record names the columns
+  std::vector<std::string> names;  // overrides the header (or names a headerless file)
 };
 
 Table read_csv(const std::string& path, const ReadOptions& opt, const CsvOptions& csv);

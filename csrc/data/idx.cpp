@@ -14,15 +14,14 @@ struct IdxType {
   const char* dtype;
   size_t size;
 };
-constexpr IdxType kTypes[] = {{0x08, "uint8", 1},   {0x09, "int8", 1},    {0x0B, "int16", 2},
-                              {0x0C, "int32", 4},   {0x0D, "float32", 4}, {0x0E, "float64", 8}};
+constexpr IdxType kTypes[] = {{0x08, "uint8", 1}, {0x09, "int8", 1},    {0x0B, "int16", 2},
+                              {0x0C, "int32", 4}, {0x0D, "float32", 4}, {0x0E, "float64", 8}};
 
 inline uint16_t bswap(uint16_t v) { return __builtin_bswap16(v); }
 inline uint32_t bswap(uint32_t v) { return __builtin_bswap32(v); }
 inline uint64_t bswap(uint64_t v) { return __builtin_bswap64(v); }
 
-template <class T>
-void swap_all(std::byte* p, size_t n) {
+template <class T> void swap_all(std::byte* p, size_t n) {
   auto* v = reinterpret_cast<T*>(p);
   for (size_t i = 0; i < n; ++i) v[i] = bswap(v[i]);
 }
@@ -54,8 +53,8 @@ IdxArray parse_idx(const char* data, size_t size) {
   }
   size_t header = 4 + 4 * ndim;
   uint64_t expect = header + count * type->size;
-  NX_CHECK(size == expect, "read_idx: the header says ", count, " values of ", type->dtype,
-           " (", expect, " bytes in all) but the data has ", size, " bytes");
+  NX_CHECK(size == expect, "read_idx: the header says ", count, " values of ", type->dtype, " (", expect,
+           " bytes in all) but the data has ", size, " bytes");
   out.values = Buffer::allocate(size - header);
   if (count) std::memcpy(out.values.data.get(), data + header, size - header);
   if constexpr (std::endian::native == std::endian::little) {

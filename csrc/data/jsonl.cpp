@@ -272,9 +272,9 @@ class RangeParser {
 
   // ---- values ------------------------------------------------------------------------------
   void conflict(ColumnBuilder& b, Kind got, bool list) {
-    fail(p_, str("column '", b.name(), "' holds ", kind_name(b.kind(), b.is_list()),
-                 " in earlier lines but this line has ", kind_name(got, list),
-                 "; fix the file or leave the column out with columns="),
+    fail(p_,
+         str("column '", b.name(), "' holds ", kind_name(b.kind(), b.is_list()), " in earlier lines but this line has ",
+             kind_name(got, list), "; fix the file or leave the column out with columns="),
          true);
   }
 
@@ -348,11 +348,10 @@ class RangeParser {
         return;
       case '[': return list(b);
       case '{':
-        fail(p_, str("column '", b.name(), "' holds a nested object, which is not converted; "
+        fail(p_, str("column '", b.name(),
+                     "' holds a nested object, which is not converted; "
                      "leave it out with columns="));
-      default:
-        push_number(b, false);
-        b.end_value(0);
+      default: push_number(b, false); b.end_value(0);
     }
   }
 
@@ -370,7 +369,8 @@ class RangeParser {
         expect_more("a number");
         char c = *p_;
         if (!(is_digit(c) || c == '-' || c == 'N' || c == 'I'))
-          fail(p_, str("column '", b.name(), "': expected a number in the list (only lists of "
+          fail(p_, str("column '", b.name(),
+                       "': expected a number in the list (only lists of "
                        "numbers are converted; leave it out with columns=)"));
         push_number(b, true);
         ++n;
@@ -389,8 +389,9 @@ class RangeParser {
       }
     }
     if (!b.end_value(n))
-      fail(p_, str("column '", b.name(), "' holds lists of length ", b.width(), " but this list has ",
-                   n, " values (lists become 2-D arrays, so every row needs the same length)"),
+      fail(p_,
+           str("column '", b.name(), "' holds lists of length ", b.width(), " but this list has ", n,
+               " values (lists become 2-D arrays, so every row needs the same length)"),
            true);
   }
 
@@ -451,8 +452,8 @@ class RangeParser {
   const ReadOptions& opt_;
   RangeResult& out_;
   std::vector<ColumnBuilder>& cols_;
-  std::unordered_map<std::string, int> index_;          // key → column (-1: not asked for)
-  std::vector<std::pair<std::string, int>> pred_;       // keys of the previous line, in order
+  std::unordered_map<std::string, int> index_;     // key → column (-1: not asked for)
+  std::vector<std::pair<std::string, int>> pred_;  // keys of the previous line, in order
   size_t pred_pos_ = 0;
   std::vector<int> touched_;
   std::string tmp_;
@@ -464,8 +465,8 @@ class RangeParser {
 
 }  // namespace
 
-Table parse_jsonl_lines(const char* data, size_t begin, size_t size, const ReadOptions& opt,
-                        int64_t line_base, int64_t byte_base) {
+Table parse_jsonl_lines(const char* data, size_t begin, size_t size, const ReadOptions& opt, int64_t line_base,
+                        int64_t byte_base) {
   auto ranges = split_lines(data, begin, size, range_count(size - begin, opt.threads));
   std::vector<RangeResult> results(ranges.size());
   parallel_for(int64_t(ranges.size()), 1, [&](int64_t b, int64_t e) {

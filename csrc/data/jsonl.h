@@ -14,8 +14,8 @@ Table read_jsonl(const std::string& path, const ReadOptions& opt);
 Table parse_jsonl(const char* data, size_t size, const ReadOptions& opt);
 // Parses the lines in [begin, size) of data (begin skips a byte order mark). Line numbers count
 // from line_base, byte offsets in errors from data's first byte plus byte_base (streaming).
-Table parse_jsonl_lines(const char* data, size_t begin, size_t size, const ReadOptions& opt,
-                        int64_t line_base, int64_t byte_base);
+Table parse_jsonl_lines(const char* data, size_t begin, size_t size, const ReadOptions& opt, int64_t line_base,
+                        int64_t byte_base);
 
 // Streams a file in chunks of chunk_rows rows (the last may hold fewer; blank lines do not count,
 // lines skipped under on_error="skip" do), reading it in blocks (never all of it). Line numbers
@@ -30,7 +30,7 @@ class JsonlReader {
   bool next(Table& out);  // false once the file is exhausted
 
  private:
-  bool fill();  // reads one more block; false at end of file
+  bool fill();                                 // reads one more block; false at end of file
   bool blank(size_t begin, size_t end) const;  // buf_[begin, end) is a blank line
   int fd_ = -1;
   std::string path_;

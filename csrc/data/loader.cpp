@@ -57,26 +57,24 @@ void BufferPool::give(Buffer b) {
   if (free_.size() < kMaxFree) free_.push_back(std::move(b));
 }
 
-BatchProducer::BatchProducer(std::vector<LoaderSource> sources, LoaderOptions opt,
-                             uint64_t epoch, std::shared_ptr<BufferPool> pool)
+BatchProducer::BatchProducer(std::vector<LoaderSource> sources, LoaderOptions opt, uint64_t epoch,
+                             std::shared_ptr<BufferPool> pool)
     : sources_(std::move(sources)), opt_(std::move(opt)), pool_(std::move(pool)) {
   NX_CHECK(!sources_.empty(), "DataLoader: no arrays given");
   NX_CHECK(opt_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ", opt_.batch_size);
   NX_CHECK(opt_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ", opt_.prefetch);
   rows_ = sources_[0].rows;
   for (const auto& s : sources_)
-    NX_CHECK(s.rows == rows_, "DataLoader: every array needs the same number of rows; got ",
-             rows_, " and ", s.rows);
+    NX_CHECK(s.rows == rows_, "DataLoader: every array needs the same number of rows; got ", rows_, " and ", s.rows);
   if (!opt_.shares.empty()) {
     int64_t sum = 0;
     for (int64_t s : opt_.shares) {
       NX_CHECK(s >= 0, "DataLoader: shares must be >= 0");
       sum += s;
     }
-    NX_CHECK(sum == opt_.batch_size, "DataLoader: shares sum to ", sum, " but batch_size is ",
-             opt_.batch_size);
-    NX_CHECK_INDEX(opt_.rank >= 0 && size_t(opt_.rank) < opt_.shares.size(), "DataLoader: rank ",
-                   opt_.rank, " out of range for ", opt_.shares.size(), " ranks");
+    NX_CHECK(sum == opt_.batch_size, "DataLoader: shares sum to ", sum, " but batch_size is ", opt_.batch_size);
+    NX_CHECK_INDEX(opt_.rank >= 0 && size_t(opt_.rank) < opt_.shares.size(), "DataLoader: rank ", opt_.rank,
+                   " out of range for ", opt_.shares.size(), " ranks");
   }
   order_ = epoch_order(rows_, opt_, epoch);
   batches_ = batch_count(rows_, opt_);

@@ -51,14 +51,13 @@ class BufferPool {
 };
 
 struct Batch {
-  std::vector<Buffer> columns;  // one per source: rows * row_bytes
+  std::vector<Buffer> columns;   // one per source: rows * row_bytes
   std::vector<int64_t> indices;  // the source rows gathered, in order
 };
 
 class BatchProducer {
  public:
-  BatchProducer(std::vector<LoaderSource> sources, LoaderOptions opt, uint64_t epoch,
-                std::shared_ptr<BufferPool> pool);
+  BatchProducer(std::vector<LoaderSource> sources, LoaderOptions opt, uint64_t epoch, std::shared_ptr<BufferPool> pool);
   ~BatchProducer();
   BatchProducer(const BatchProducer&) = delete;
   BatchProducer& operator=(const BatchProducer&) = delete;

@@ -21,7 +21,7 @@ int open_file(const std::string& path) {
   if (fd < 0 && errno == ENOENT)
     throw OSError(ENOENT, std::strerror(ENOENT), path);  // FileNotFoundError, as open() raises
   NX_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     NX_CHECK(false, "'", path, "' is not a regular file");
@@ -35,7 +35,7 @@ size_t utf8_bom(const char* data, size_t size) {
 
 Source Source::map_file(const std::string& path) {
   int fd = open_file(path);
-  struct stat st {};
+  struct stat st{};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
@@ -77,8 +77,7 @@ int64_t count_char(const char* p, const char* e, char c) {
 
 }  // namespace
 
-std::vector<std::pair<size_t, size_t>> split_lines(const char* data, size_t begin, size_t size,
-                                                   int parts, char quote) {
+std::vector<std::pair<size_t, size_t>> split_lines(const char* data, size_t begin, size_t size, int parts, char quote) {
   std::vector<std::pair<size_t, size_t>> out;
   size_t n = size - begin;
   parts = std::max(parts, 1);

@@ -22,9 +22,7 @@ class Source {
  public:
   static Source map_file(const std::string& path);  // opens with open_file, then maps
   static Source view(const char* data, size_t size) { return Source(data, size, false); }
-  Source(Source&& o) noexcept : data_(o.data_), size_(o.size_), mapped_(o.mapped_) {
-    o.mapped_ = false;
-  }
+  Source(Source&& o) noexcept : data_(o.data_), size_(o.size_), mapped_(o.mapped_) { o.mapped_ = false; }
   Source(const Source&) = delete;
   ~Source();
   const char* data() const { return data_; }
@@ -40,8 +38,8 @@ class Source {
 // Splits [begin, size) into at most `parts` ranges, each ending just after a '\n' (the last one at
 // size). With `quote` set (CSV), a '\n' inside a quoted field is not a line end: the quote state
 // at any byte is the parity of the quote characters before it.
-std::vector<std::pair<size_t, size_t>> split_lines(const char* data, size_t begin, size_t size,
-                                                   int parts, char quote = 0);
+std::vector<std::pair<size_t, size_t>> split_lines(const char* data, size_t begin, size_t size, int parts,
+                                                   char quote = 0);
 
 // The number of ranges to parse with `threads` (0: the pool's size) for `bytes` bytes.
 int range_count(size_t bytes, int threads);

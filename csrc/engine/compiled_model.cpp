@@ -16,7 +16,8 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
     : g_(std::move(g)), params_(std::move(params)), buffers_(std::move(buffers)) {
   NX_CHECK(g_.inputs.size() == 2, "a compiled model needs two inputs (features, labels), got ", g_.inputs.size());
   NX_CHECK(g_.output >= 0 && g_.loss >= 0, "a compiled model needs an output and a loss");
-  NX_CHECK(params_.size() == g_.params.size(), "expected ", g_.params.size(), " parameter tensors, got ", params_.size());
+  NX_CHECK(params_.size() == g_.params.size(), "expected ", g_.params.size(), " parameter tensors, got ",
+           params_.size());
   NX_CHECK(buffers_.size() == g_.buffers.size(), "expected ", g_.buffers.size(), " buffers, got ", buffers_.size());
   // The compile driver: a list of named passes.
   graph::autodiff(g_);
@@ -96,15 +97,14 @@ double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const G
   return *loss.data<double>();
 }
 
-double CompiledModel::train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt,
-                                 double lr, ops::optim::State& state, GradReducer* reducer) {
+double CompiledModel::train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt, double lr,
+                                 ops::optim::State& state, GradReducer* reducer) {
   const double loss = reducer ? reduced_forward_backward(x, y, *reducer) : forward_backward(x, y);
   ops::optim::step(opt, lr, params_, grads_, state);
   return loss;
 }
 
-double CompiledModel::reduced_forward_backward(const Tensor& x, const Tensor& y,
-                                               GradReducer& reducer) {
+double CompiledModel::reduced_forward_backward(const Tensor& x, const Tensor& y, GradReducer& reducer) {
   NX_CHECK(x.defined() && x.ndim() > 0, "train_step: the features need a batch dimension");
   const int64_t rows = x.dim(0);
   reducer.begin(rows);
@@ -114,8 +114,7 @@ double CompiledModel::reduced_forward_backward(const Tensor& x, const Tensor& y,
       if (g.defined() && g.is_contiguous()) reducer.on_grad_ready(p, g);
     });
   } else {
-    for (size_t i = 0; i < params_.size(); ++i)
-      grads_[i] = Tensor::zeros(params_[i].shape(), params_[i].dtype());
+    for (size_t i = 0; i < params_.size(); ++i) grads_[i] = Tensor::zeros(params_[i].shape(), params_[i].dtype());
   }
   return reducer.finish(grads_, loss);
 }

@@ -34,7 +34,7 @@ class CompiledModel {
   // or backward and contributes zero gradients.
   double train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt, double lr,
                     ops::optim::State& state, GradReducer* reducer = nullptr);
-  Tensor predict(const Tensor& x);                       // inference mode (no dropout, running stats)
+  Tensor predict(const Tensor& x);                         // inference mode (no dropout, running stats)
   double evaluate_loss(const Tensor& x, const Tensor& y);  // inference mode
 
   std::vector<Tensor>& params() { return params_; }

@@ -53,8 +53,8 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
     // Dropout and BatchNorm follow the pass's mode unless the node fixes it (ints[0], nx.jit).
     case OpKind::Dropout: return ops::dropout(in[0], F[0], I.empty() ? training : I[0] != 0);
     case OpKind::BatchNorm:  // inputs: x, weight, bias, running_mean, running_var
-      return ops::batch_norm(in[0], opt(in, 3), opt(in, 4), opt(in, 1), opt(in, 2),
-                             I.empty() ? training : I[0] != 0, F[0], F[1]);
+      return ops::batch_norm(in[0], opt(in, 3), opt(in, 4), opt(in, 1), opt(in, 2), I.empty() ? training : I[0] != 0,
+                             F[0], F[1]);
     case OpKind::LayerNorm: return ops::layer_norm(in[0], Shape(I.begin(), I.end()), opt(in, 1), opt(in, 2), F[0]);
     case OpKind::Softmax: return ops::softmax(in[0], I[0]);
     case OpKind::LogSoftmax: return ops::log_softmax(in[0], I[0]);
@@ -87,8 +87,8 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
 }
 
 bool typed(OpKind k) {
-  return k == OpKind::Const || k == OpKind::Cast || k == OpKind::Fill || k == OpKind::Arange ||
-         k == OpKind::Rand || k == OpKind::Randn;
+  return k == OpKind::Const || k == OpKind::Cast || k == OpKind::Fill || k == OpKind::Arange || k == OpKind::Rand ||
+         k == OpKind::Randn;
 }
 
 Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, const graph::Value& v) {
@@ -189,7 +189,8 @@ MemoryStats memory_stats(const graph::Graph& g, const GraphKernels* fusion, cons
   return m;
 }
 
-Executor::Executor(const graph::Graph& g, const GraphKernels* fusion) : g_(g), fusion_(fusion), env_(g.values().size()) {}
+Executor::Executor(const graph::Graph& g, const GraphKernels* fusion)
+    : g_(g), fusion_(fusion), env_(g.values().size()) {}
 
 void Executor::run(size_t begin, size_t end, const Schedule& s, bool training) {
   for (size_t i = begin; i < end; ++i) {
@@ -235,11 +236,10 @@ void Executor::forward(size_t i, bool training) {
     return;
   }
   switch (n.kind) {
-    case OpKind::Input: case OpKind::Param: case OpKind::Buffer:
-      return;  // set by the caller
-    case OpKind::OnesLike:
-      out = ops::full(in[0].shape(), 1.0, in[0].dtype());
-      break;
+    case OpKind::Input:
+    case OpKind::Param:
+    case OpKind::Buffer: return;  // set by the caller
+    case OpKind::OnesLike: out = ops::full(in[0].shape(), 1.0, in[0].dtype()); break;
     case OpKind::Dropout:
       if (n.outputs.size() > 1) {  // autodiff gave the node a second output: the mask its rule reads
         const bool on = n.attrs.ints.empty() ? training : n.attrs.ints[0] != 0;
@@ -249,8 +249,7 @@ void Executor::forward(size_t i, bool training) {
         break;
       }
       [[fallthrough]];
-    default:
-      out = run_forward_node(n, in, training);
+    default: out = run_forward_node(n, in, training);
   }
   env_[size_t(n.outputs[0])] = out;
 }

@@ -30,11 +30,11 @@ struct GraphKernels {
 // One kind of pass over a graph (a training step, predict, an nx.jit call), worked out once by
 // its owner and run by an Executor as often as it likes.
 struct Schedule {
-  std::vector<bool> run;     // per node: the node runs
-  std::vector<bool> fused;   // per group: runs as its kernel (every member is in `run`; a subset
-                             // pass such as predict may need part of a group: it runs node by node)
-  std::vector<int> last;     // per value: the node after which it is freed (a fused group reads
-                             // its inputs at its last member); INT_MAX: kept past the pass
+  std::vector<bool> run;    // per node: the node runs
+  std::vector<bool> fused;  // per group: runs as its kernel (every member is in `run`; a subset
+                            // pass such as predict may need part of a group: it runs node by node)
+  std::vector<int> last;    // per value: the node after which it is freed (a fused group reads
+                            // its inputs at its last member); INT_MAX: kept past the pass
 
   Schedule() = default;
   // keep: the pass's results.

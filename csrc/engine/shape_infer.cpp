@@ -19,13 +19,9 @@ static bool is_source(OpKind k) { return k == OpKind::Input || k == OpKind::Para
   std::string where = str("layer '", n.name, "' (", graph::kind_name(n.kind), "): ");
   try {
     throw;
-  } catch (const TypeError& e) {
-    throw TypeError(where + e.what());
-  } catch (const IndexError& e) {
+  } catch (const TypeError& e) { throw TypeError(where + e.what()); } catch (const IndexError& e) {
     throw IndexError(where + e.what());
-  } catch (const ValueError& e) {
-    throw ValueError(where + e.what());
-  }
+  } catch (const ValueError& e) { throw ValueError(where + e.what()); }
 }
 
 Tensor ShapeInference::dummy(const graph::Graph& g, int value) const {
@@ -41,8 +37,8 @@ void ShapeInference::infer(graph::Graph& g, size_t from_node) {
   const size_t end = g.nodes().size();
   NX_CHECK(end >= inferred_, "ShapeInference.infer: the graph has ", end, " nodes but ", inferred_,
            " were inferred: this ShapeInference belongs to another graph; use one per graph");
-  NX_CHECK(from_node <= inferred_, "ShapeInference.infer: from_node ", from_node, " is past the ",
-           inferred_, " nodes inferred so far; valid: 0..", inferred_);
+  NX_CHECK(from_node <= inferred_, "ShapeInference.infer: from_node ", from_node, " is past the ", inferred_,
+           " nodes inferred so far; valid: 0..", inferred_);
   autograd::NoGradGuard no_grad;
   env_.resize(g.values().size());
   inferred_ = from_node;
@@ -64,9 +60,7 @@ void ShapeInference::infer(graph::Graph& g, size_t from_node) {
       } else {
         t = typed(n.kind) ? run_typed_node(n, in, v) : run_forward_node(n, in, /*training=*/false);
       }
-    } catch (const std::invalid_argument&) {
-      rethrow_naming(n);
-    } catch (const std::out_of_range&) {
+    } catch (const std::invalid_argument&) { rethrow_naming(n); } catch (const std::out_of_range&) {
       rethrow_naming(n);
     }
     v.shape = t.shape();

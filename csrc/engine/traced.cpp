@@ -32,8 +32,8 @@ std::vector<Tensor> TracedProgram::run_on(Executor& ex, const std::vector<Tensor
   for (size_t i = 0; i < inputs.size(); ++i) {
     const graph::Value& v = g_.value(g_.inputs[i]);
     // The rank, not the shape: a trace of shape-free ops serves every shape of its class.
-    NX_CHECK(inputs[i].dtype() == v.dtype && inputs[i].ndim() == int64_t(v.shape.size()), "traced program: input ",
-             i, " ('", v.name, "') must be a ", dtype_name(v.dtype), " tensor of ", v.shape.size(),
+    NX_CHECK(inputs[i].dtype() == v.dtype && inputs[i].ndim() == int64_t(v.shape.size()), "traced program: input ", i,
+             " ('", v.name, "') must be a ", dtype_name(v.dtype), " tensor of ", v.shape.size(),
              " dimension(s) (traced as ", shape_str(v.shape), "), got ", dtype_name(inputs[i].dtype()), " ",
              shape_str(inputs[i].shape()));
     ex.set(g_.inputs[i], inputs[i]);

@@ -5,14 +5,51 @@
 namespace nexus::graph {
 
 const char* kind_name(OpKind k) {
-  static const char* names[] = {"input", "param", "buffer", "unary", "binary", "matmul", "reshape",
-                                "conv2d", "max_pool2d", "avg_pool2d", "dropout", "batch_norm",
-                                "layer_norm", "softmax", "log_softmax", "cross_entropy", "concat",
-                                "ones_like", "slice_grad", "index_select_grad",
-                                "conv2d_grad", "max_pool2d_grad", "avg_pool2d_grad", "cross_entropy_grad", "const", "cast", "where",
-                                "reduce", "fill", "arange", "rand", "randn", "permute", "expand",
-                                "slice", "select", "unsqueeze", "index_select", "stack",
-                                "contiguous", "argmax", "var", "logsumexp", "detach", "opaque"};
+  static const char* names[] = {"input",
+                                "param",
+                                "buffer",
+                                "unary",
+                                "binary",
+                                "matmul",
+                                "reshape",
+                                "conv2d",
+                                "max_pool2d",
+                                "avg_pool2d",
+                                "dropout",
+                                "batch_norm",
+                                "layer_norm",
+                                "softmax",
+                                "log_softmax",
+                                "cross_entropy",
+                                "concat",
+                                "ones_like",
+                                "slice_grad",
+                                "index_select_grad",
+                                "conv2d_grad",
+                                "max_pool2d_grad",
+                                "avg_pool2d_grad",
+                                "cross_entropy_grad",
+                                "const",
+                                "cast",
+                                "where",
+                                "reduce",
+                                "fill",
+                                "arange",
+                                "rand",
+                                "randn",
+                                "permute",
+                                "expand",
+                                "slice",
+                                "select",
+                                "unsqueeze",
+                                "index_select",
+                                "stack",
+                                "contiguous",
+                                "argmax",
+                                "var",
+                                "logsumexp",
+                                "detach",
+                                "opaque"};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(OpKind::Opaque) + 1, "one name per kind");
   return names[int(k)];
 }
@@ -37,10 +74,8 @@ int Graph::add_value(Shape shape, DType dtype, std::string name) {
   return int(values_.size()) - 1;
 }
 
-int Graph::add_node(OpKind kind, std::vector<int> inputs_in, Attrs attrs, std::string name,
-                    Shape shape, DType dtype) {
-  for (int v : inputs_in)
-    NX_ASSERT(v >= 0 && v < int(values_.size()), "node ", name, " reads unknown value ", v);
+int Graph::add_node(OpKind kind, std::vector<int> inputs_in, Attrs attrs, std::string name, Shape shape, DType dtype) {
+  for (int v : inputs_in) NX_ASSERT(v >= 0 && v < int(values_.size()), "node ", name, " reads unknown value ", v);
   int out = add_value(std::move(shape), dtype, name);
   values_[size_t(out)].producer = int(nodes_.size());
   nodes_.push_back(Node{kind, std::move(inputs_in), {out}, std::move(attrs), std::move(name)});

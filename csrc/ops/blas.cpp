@@ -37,9 +37,8 @@ class BlasThreads {
 };
 }  // namespace
 
-template <class T, class Call>
-static void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
-                    const T* b, int64_t ldb, T* c, int64_t ldc, Call call) {
+template <class T, class Call> static void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a,
+                                                   int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, Call call) {
   int threads = num_threads();
   if (threads == 1 || 2 * m * n * k < kThreadedGemmFlops || in_parallel_region()) {
     call(m, n, a, b, c);
@@ -51,33 +50,29 @@ static void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* 
     return;
   }
   if (m >= n) {  // blocks of rows of C = rows of op(A)
-    parallel_for(m, (m + threads - 1) / threads, [&](int64_t r0, int64_t r1) {
-      call(r1 - r0, n, ta ? a + r0 : a + r0 * lda, b, c + r0 * ldc);
-    });
+    parallel_for(m, (m + threads - 1) / threads,
+                 [&](int64_t r0, int64_t r1) { call(r1 - r0, n, ta ? a + r0 : a + r0 * lda, b, c + r0 * ldc); });
   } else {  // blocks of columns of C = columns of op(B)
-    parallel_for(n, (n + threads - 1) / threads, [&](int64_t c0, int64_t c1) {
-      call(m, c1 - c0, a, tb ? b + c0 * ldb : b + c0, c + c0);
-    });
+    parallel_for(n, (n + threads - 1) / threads,
+                 [&](int64_t c0, int64_t c1) { call(m, c1 - c0, a, tb ? b + c0 * ldb : b + c0, c + c0); });
   }
 }
 
-template <>
-void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+template <> void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   blocked<float>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
                  [&](int64_t mm, int64_t nn, const float* pa, const float* pb, float* pc) {
-                   scipy_cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), blasint(mm), blasint(nn), blasint(k),
-                                     alpha, pa, blasint(lda), pb, blasint(ldb), beta, pc, blasint(ldc));
+                   scipy_cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), blasint(mm), blasint(nn), blasint(k), alpha, pa,
+                                     blasint(lda), pb, blasint(ldb), beta, pc, blasint(ldc));
                  });
 }
 
-template <>
-void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-                  int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+template <> void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                              int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   blocked<double>(ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
                   [&](int64_t mm, int64_t nn, const double* pa, const double* pb, double* pc) {
-                    scipy_cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), blasint(mm), blasint(nn), blasint(k),
-                                      alpha, pa, blasint(lda), pb, blasint(ldb), beta, pc, blasint(ldc));
+                    scipy_cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), blasint(mm), blasint(nn), blasint(k), alpha, pa,
+                                      blasint(lda), pb, blasint(ldb), beta, pc, blasint(ldc));
                   });
 }
 

@@ -10,16 +10,16 @@ static void check_nchw(const Tensor& x, const char* op) {
   NX_CHECK_TYPE(is_floating(x.dtype()), op, ": expected a floating-point input, got ", dtype_name(x.dtype()));
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h,
-              int64_t stride_w, int64_t pad_h, int64_t pad_w) {
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+              int64_t pad_w) {
   check_nchw(x, "conv2d");
   NX_CHECK(w.ndim() == 4, "conv2d: weight must be 4-D (K, C, KH, KW), got shape ", shape_str(w.shape()));
-  NX_CHECK(w.shape()[1] == x.shape()[1], "conv2d: weight of shape ", shape_str(w.shape()), " expects ",
-           w.shape()[1], " input channels, but the input of shape ", shape_str(x.shape()), " has ", x.shape()[1]);
+  NX_CHECK(w.shape()[1] == x.shape()[1], "conv2d: weight of shape ", shape_str(w.shape()), " expects ", w.shape()[1],
+           " input channels, but the input of shape ", shape_str(x.shape()), " has ", x.shape()[1]);
   NX_CHECK(!bias.defined() || bias.shape() == Shape{w.shape()[0]}, "conv2d: bias of shape ",
            shape_str(bias.defined() ? bias.shape() : Shape{}), " must have shape (", w.shape()[0], ",)");
-  Conv2dGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
-                   w.shape()[2], w.shape()[3], stride_h, stride_w, pad_h, pad_w};
+  Conv2dGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0], w.shape()[2],
+                   w.shape()[3], stride_h,     stride_w,     pad_h,        pad_w};
   check_conv2d(g, "conv2d");
   DType dt = promote_types(x.dtype(), w.dtype());
   DType cdt = compute_dtype(dt);
@@ -33,8 +33,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stri
   return autograd::record("conv2d", cast(out, dt), {x, w, bias}, grad::conv2d(x, w, g));
 }
 
-static Pool2dGeometry pool_geometry(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                                    const char* op) {
+static Pool2dGeometry pool_geometry(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, const char* op) {
   check_nchw(x, op);
   Pool2dGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], kh, kw, sh, sw, 0};
   check_pool2d(g, op);

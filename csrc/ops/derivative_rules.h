@@ -29,8 +29,7 @@
 namespace nexus::ops::grad {
 
 // d unary(op, x) / dx applied to g; x and out are what saves(op) says the rule reads.
-template <class A, class V>
-V unary_rule(A& k, UnaryOp op, const V& x, const V& out, const V& g) {
+template <class A, class V> V unary_rule(A& k, UnaryOp op, const V& x, const V& out, const V& g) {
   using U = UnaryOp;
   using B = BinaryOp;
   switch (op) {
@@ -45,29 +44,30 @@ V unary_rule(A& k, UnaryOp op, const V& x, const V& out, const V& g) {
     case U::Sin: return k.binary(B::Mul, g, k.unary(U::Cos, x));
     case U::Cos: return k.unary(U::Neg, k.binary(B::Mul, g, k.unary(U::Sin, x)));
     case U::Abs: return k.binary(B::Mul, g, k.unary(U::Sign, x));
-    case U::GeluGrad: case U::Sign: break;
+    case U::GeluGrad:
+    case U::Sign: break;
   }
   NX_ASSERT(false, "no derivative for ", op_name(op));
   return g;
 }
 
 // d max(a, b): the larger side gets the gradient; ties split it evenly (as torch).
-template <class A, class V>
-V extremum_share(A& k, BinaryOp cmp, const V& a, const V& b, const V& g) {
+template <class A, class V> V extremum_share(A& k, BinaryOp cmp, const V& a, const V& b, const V& g) {
   V win = k.cast_like(k.binary(cmp, a, b), g);
   V tie = k.cast_like(k.binary(BinaryOp::Eq, a, b), g);
   return k.binary(BinaryOp::Mul, g, k.binary(BinaryOp::Add, win, k.binary(BinaryOp::Mul, tie, k.scalar(0.5, tie))));
 }
 
 // The gradients of binary(op, a, b) for the inputs marked in need (the others are left as g).
-template <class A, class V>
-std::array<V, 2> binary_rule(A& k, BinaryOp op, const V& a, const V& b, const V& out, const V& g,
-                             std::array<bool, 2> need) {
+template <class A, class V> std::array<V, 2> binary_rule(A& k, BinaryOp op, const V& a, const V& b, const V& out,
+                                                         const V& g, std::array<bool, 2> need) {
   using B = BinaryOp;
   V ga = g, gb = g;
   switch (op) {
     case B::Add: break;
-    case B::Sub: if (need[1]) gb = k.unary(UnaryOp::Neg, g); break;
+    case B::Sub:
+      if (need[1]) gb = k.unary(UnaryOp::Neg, g);
+      break;
     case B::Mul:
       if (need[0]) ga = k.binary(B::Mul, g, b);
       if (need[1]) gb = k.binary(B::Mul, g, a);
@@ -88,7 +88,8 @@ std::array<V, 2> binary_rule(A& k, BinaryOp op, const V& a, const V& b, const V&
     case B::Remainder:  // a - floor_divide(a, b) * b: d/da = 1, d/db = -floor_divide(a, b)
       if (need[1]) gb = k.unary(UnaryOp::Neg, k.binary(B::Mul, g, k.binary(B::FloorDiv, a, b)));
       break;
-    case B::Maximum: case B::Minimum: {
+    case B::Maximum:
+    case B::Minimum: {
       const B cmp = op == B::Maximum ? B::Gt : B::Lt;
       if (need[0]) ga = extremum_share(k, cmp, a, b, g);
       if (need[1]) gb = extremum_share(k, cmp, b, a, g);
@@ -110,13 +111,11 @@ inline Shape kept_shape(Shape in, const RuleAxes& axes) {
   return in;
 }
 
-template <class A, class V>
-V unreduce(A& k, const V& g, const Shape& in, const RuleAxes& axes, bool keepdims) {
+template <class A, class V> V unreduce(A& k, const V& g, const Shape& in, const RuleAxes& axes, bool keepdims) {
   return keepdims ? g : k.reshape(g, kept_shape(in, axes));
 }
 
-template <class A, class V>
-V transpose_last(A& k, const V& x) {
+template <class A, class V> V transpose_last(A& k, const V& x) {
   std::vector<int64_t> dims(k.shape(x).size());
   std::iota(dims.begin(), dims.end(), int64_t(0));
   std::swap(dims[dims.size() - 1], dims[dims.size() - 2]);
@@ -139,15 +138,13 @@ inline std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& dims
 }
 
 // sum(x, axes, keepdims): g broadcast back over the reduced axes (x is read for its shape only).
-template <class A, class V>
-V sum_rule(A& k, const V& x, const V& g, const RuleAxes& axes, bool keepdims) {
+template <class A, class V> V sum_rule(A& k, const V& x, const V& g, const RuleAxes& axes, bool keepdims) {
   return k.expand_like(unreduce(k, g, k.shape(x), axes, keepdims), x);
 }
 
 // g divided by the number of elements `axes` of x hold, less ddof. A batch axis has no size
 // until run time: the graph then counts it.
-template <class A, class V>
-V per_count(A& k, const V& x, const V& g, const RuleAxes& axes, double ddof) {
+template <class A, class V> V per_count(A& k, const V& x, const V& g, const RuleAxes& axes, double ddof) {
   const Shape s = k.shape(x);
   double n = 1;
   bool known = true;
@@ -161,8 +158,7 @@ V per_count(A& k, const V& x, const V& g, const RuleAxes& axes, double ddof) {
   return k.binary(BinaryOp::Div, g, count);
 }
 
-template <class A, class V>
-V mean_rule(A& k, const V& x, const V& g, const RuleAxes& axes, bool keepdims) {
+template <class A, class V> V mean_rule(A& k, const V& x, const V& g, const RuleAxes& axes, bool keepdims) {
   return per_count(k, x, sum_rule(k, x, g, axes, keepdims), axes, 0);
 }
 
@@ -185,9 +181,8 @@ std::array<V, 2> where_rule(A& k, const V& cond, const V& a, const V& b, const V
 }
 
 // concat(xs, axis): each input's slice of g (lengths: the inputs' sizes along axis).
-template <class A, class V>
-std::vector<V> concat_rule(A& k, const V& g, const std::vector<int64_t>& lengths, int64_t axis,
-                           const std::vector<bool>& need) {
+template <class A, class V> std::vector<V> concat_rule(A& k, const V& g, const std::vector<int64_t>& lengths,
+                                                       int64_t axis, const std::vector<bool>& need) {
   std::vector<V> out;
   int64_t at = 0;
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -208,35 +203,30 @@ V logsumexp_rule(A& k, const V& x, const V& out, const V& g, const RuleAxes& axe
 }
 
 // y = softmax(x) along axis: y * (g - sum(g * y)).
-template <class A, class V>
-V softmax_rule(A& k, const V& y, const V& g, int64_t axis) {
+template <class A, class V> V softmax_rule(A& k, const V& y, const V& g, int64_t axis) {
   V dot = k.sum(k.binary(BinaryOp::Mul, g, y), {axis}, true);
   return k.binary(BinaryOp::Mul, y, k.binary(BinaryOp::Sub, g, dot));
 }
 
 // y = log_softmax(x) along axis: g - exp(y) * sum(g).
-template <class A, class V>
-V log_softmax_rule(A& k, const V& y, const V& g, int64_t axis) {
+template <class A, class V> V log_softmax_rule(A& k, const V& y, const V& g, int64_t axis) {
   V total = k.sum(g, {axis}, true);
   return k.binary(BinaryOp::Sub, g, k.binary(BinaryOp::Mul, k.unary(UnaryOp::Exp, y), total));
 }
 
 // var(x, axes, ddof): 2 (x - mean(x)) g / (n - ddof).
-template <class A, class V>
-V var_rule(A& k, const V& x, const V& g, const RuleAxes& axes, bool keepdims, double ddof) {
+template <class A, class V> V var_rule(A& k, const V& x, const V& g, const RuleAxes& axes, bool keepdims, double ddof) {
   V d = k.binary(BinaryOp::Sub, x, k.mean(x, axes, true));
   V two_d = k.binary(BinaryOp::Mul, d, k.scalar(2, d));
   return per_count(k, x, k.binary(BinaryOp::Mul, two_d, unreduce(k, g, k.shape(x), axes, keepdims)), axes, ddof);
 }
 
 // The statistics of a normalization over axes, recomputed from x: x_hat and 1 / sqrt(var + eps).
-template <class V>
-struct Normalized {
+template <class V> struct Normalized {
   V x_hat, rstd;
 };
 
-template <class A, class V>
-Normalized<V> normalized(A& k, const V& x, const RuleAxes& axes, double eps) {
+template <class A, class V> Normalized<V> normalized(A& k, const V& x, const RuleAxes& axes, double eps) {
   V d = k.binary(BinaryOp::Sub, x, k.mean(x, axes, true));
   V var = k.mean(k.binary(BinaryOp::Mul, d, d), axes, true);
   V rstd = k.binary(BinaryOp::Div, k.scalar(1, var),
@@ -245,23 +235,23 @@ Normalized<V> normalized(A& k, const V& x, const RuleAxes& axes, double eps) {
 }
 
 // d x of (x - mean) * rstd over axes, from gx = d loss / d x_hat.
-template <class A, class V>
-V normalized_input_grad(A& k, const Normalized<V>& n, const V& gx, const RuleAxes& axes) {
+template <class A, class V> V normalized_input_grad(A& k, const Normalized<V>& n, const V& gx, const RuleAxes& axes) {
   V mean_gx = k.mean(gx, axes, true);
   V mean_gx_xhat = k.mean(k.binary(BinaryOp::Mul, gx, n.x_hat), axes, true);
-  V centred = k.binary(BinaryOp::Sub, k.binary(BinaryOp::Sub, gx, mean_gx),
-                       k.binary(BinaryOp::Mul, n.x_hat, mean_gx_xhat));
+  V centred =
+      k.binary(BinaryOp::Sub, k.binary(BinaryOp::Sub, gx, mean_gx), k.binary(BinaryOp::Mul, n.x_hat, mean_gx_xhat));
   return k.binary(BinaryOp::Mul, centred, n.rstd);
 }
 
 // layer_norm(x, weight, bias) over the trailing axes: {dx, dweight, dbias}. `weight` is read only
 // when need[1] or it is present (has_weight).
-template <class A, class V>
-std::array<V, 3> layer_norm_rule(A& k, const V& x, const V& weight, const V& bias, bool has_weight, const V& g,
-                                 const RuleAxes& axes, double eps, std::array<bool, 3> need) {
+template <class A, class V> std::array<V, 3> layer_norm_rule(A& k, const V& x, const V& weight, const V& bias,
+                                                             bool has_weight, const V& g, const RuleAxes& axes,
+                                                             double eps, std::array<bool, 3> need) {
   Normalized<V> n = normalized(k, x, axes, eps);
   std::array<V, 3> out{g, g, g};
-  if (need[0]) out[0] = k.cast_like(normalized_input_grad(k, n, has_weight ? k.binary(BinaryOp::Mul, g, weight) : g, axes), x);
+  if (need[0])
+    out[0] = k.cast_like(normalized_input_grad(k, n, has_weight ? k.binary(BinaryOp::Mul, g, weight) : g, axes), x);
   if (need[1]) out[1] = k.reduce_to(k.binary(BinaryOp::Mul, g, n.x_hat), weight);
   if (need[2]) out[2] = k.reduce_to(g, bias);
   return out;
@@ -269,10 +259,10 @@ std::array<V, 3> layer_norm_rule(A& k, const V& x, const V& weight, const V& bia
 
 // batch_norm(x, weight, bias) per channel (axis 1): {dx, dweight, dbias}. Training normalizes by
 // the batch's statistics (recomputed from x, and differentiated), else by the running ones.
-template <class A, class V>
-std::array<V, 3> batch_norm_rule(A& k, const V& x, const V& weight, const V& bias, bool has_weight,
-                                 const V& running_mean, const V& running_var, bool training, const V& g,
-                                 double eps, std::array<bool, 3> need) {
+template <class A, class V> std::array<V, 3> batch_norm_rule(A& k, const V& x, const V& weight, const V& bias,
+                                                             bool has_weight, const V& running_mean,
+                                                             const V& running_var, bool training, const V& g,
+                                                             double eps, std::array<bool, 3> need) {
   const Shape s = k.shape(x);
   RuleAxes axes{0};
   for (size_t d = 2; d < s.size(); ++d) axes.push_back(int64_t(d));

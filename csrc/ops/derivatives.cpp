@@ -22,9 +22,7 @@ Tensor reduce_to(const Tensor& g, const Tensor& like) {
 }
 
 // A tensor's shape and dtype without its data: what reduce_to needs of an input it does not read.
-static Tensor meta_only(const Tensor& t) {
-  return Tensor::view_of(nullptr, 0, t.shape(), t.strides(), t.dtype());
-}
+static Tensor meta_only(const Tensor& t) { return Tensor::view_of(nullptr, 0, t.shape(), t.strides(), t.dtype()); }
 
 // Keeps t (detached) when the rule reads it, else only its metadata.
 static Tensor keep(bool reads, const Tensor& t) { return reads ? t.detach() : meta_only(t); }
@@ -33,8 +31,11 @@ Saves saves(UnaryOp op) {
   switch (op) {
     // relu's mask comes from its output (out > 0 exactly where x > 0), as torch's
     // threshold_backward: the pre-activation need not outlive the forward.
-    case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Tanh: case UnaryOp::Sigmoid: case UnaryOp::Relu:
-      return {false, false, true};
+    case UnaryOp::Exp:
+    case UnaryOp::Sqrt:
+    case UnaryOp::Tanh:
+    case UnaryOp::Sigmoid:
+    case UnaryOp::Relu: return {false, false, true};
     case UnaryOp::Neg: return {false, false, false};
     default: return {true, false, false};
   }
@@ -42,7 +43,9 @@ Saves saves(UnaryOp op) {
 
 Saves saves(BinaryOp op) {
   switch (op) {
-    case BinaryOp::Add: case BinaryOp::Sub: case BinaryOp::FloorDiv: return {false, false, false};
+    case BinaryOp::Add:
+    case BinaryOp::Sub:
+    case BinaryOp::FloorDiv: return {false, false, false};
     case BinaryOp::Div: return {false, true, true};
     case BinaryOp::Pow: return {true, true, true};
     default: return {true, true, false};
@@ -101,8 +104,8 @@ BackwardFn unary(UnaryOp op, const Tensor& x_in, const Tensor& out_in) {
 
 BackwardFn binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const Tensor& out_in) {
   Saves s = saves(op);
-  return [op, a = keep(s.a, a_in), b = keep(s.b, b_in), out = keep(s.out, out_in)](
-             const Tensor& g, const Needs& need) -> Grads {
+  return [op, a = keep(s.a, a_in), b = keep(s.b, b_in), out = keep(s.out, out_in)](const Tensor& g,
+                                                                                   const Needs& need) -> Grads {
     TensorAlgebra k;
     auto [ga, gb] = binary_rule(k, op, a, b, out, g, {need[0], need[1]});
     return {need[0] ? reduce_to(ga, a) : Tensor(), need[1] ? reduce_to(gb, b) : Tensor()};
@@ -195,8 +198,8 @@ Grads conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv
 Grads conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const std::vector<int64_t>& stride_pad,
                   const Needs& need) {
   const Shape &xs = x.shape(), &ws = w.shape();
-  Conv2dGeometry g{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], stride_pad[0], stride_pad[1], stride_pad[2],
-                   stride_pad[3]};
+  Conv2dGeometry g{xs[0], xs[1],         xs[2],         xs[3],         ws[0],        ws[2],
+                   ws[3], stride_pad[0], stride_pad[1], stride_pad[2], stride_pad[3]};
   return conv2d_grad(gy, x, w, g, need);
 }
 
@@ -251,8 +254,8 @@ Tensor avg_pool2d_grad(const Tensor& gy, const Pool2dGeometry& g) {
 }
 
 Tensor avg_pool2d_grad(const Tensor& gy, const std::vector<int64_t>& window_and_size) {
-  Pool2dGeometry g = pool_geometry({gy.shape()[0], gy.shape()[1], window_and_size[4], window_and_size[5]},
-                                   window_and_size);
+  Pool2dGeometry g =
+      pool_geometry({gy.shape()[0], gy.shape()[1], window_and_size[4], window_and_size[5]}, window_and_size);
   return avg_pool2d_grad(gy, g);
 }
 

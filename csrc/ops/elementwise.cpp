@@ -58,8 +58,7 @@ Tensor unary(UnaryOp op, const Tensor& x) {
 }
 
 // True when some element of b (an integer or bool tensor) satisfies pred.
-template <class Pred>
-static bool any_of(const Tensor& b, Pred pred) {
+template <class Pred> static bool any_of(const Tensor& b, Pred pred) {
   Tensor v = contiguous(cast(b.detach(), DType::Int64));
   const int64_t* p = v.data<int64_t>();
   for (int64_t i = 0; i < v.numel(); ++i)
@@ -78,7 +77,8 @@ static void check_integer_operands(BinaryOp op, DType dt, const Tensor& b) {
   if (op == BinaryOp::FloorDiv || op == BinaryOp::Remainder)
     if (any_of(b, [](int64_t v) { return v == 0; }))
       throw ZeroDivisionError(str(op_name(op), ": integer division by zero (as Python's ",
-                                  op == BinaryOp::FloorDiv ? "//" : "%", " and torch raise); "
+                                  op == BinaryOp::FloorDiv ? "//" : "%",
+                                  " and torch raise); "
                                   "floating-point operands give inf or nan instead"));
 }
 
@@ -111,8 +111,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   DType dt = promote_types(a.dtype(), b.dtype());
   DType cdt = compute_dtype(dt);
   Tensor out = Tensor::empty(shape, cdt);
-  cpu::where_kernel(out, cpu::broadcast_view(cast(cond, DType::Bool), shape),
-                    cpu::broadcast_view(cast(a, cdt), shape), cpu::broadcast_view(cast(b, cdt), shape));
+  cpu::where_kernel(out, cpu::broadcast_view(cast(cond, DType::Bool), shape), cpu::broadcast_view(cast(a, cdt), shape),
+                    cpu::broadcast_view(cast(b, cdt), shape));
   out = cast(out, dt);
   return autograd::record("where", out, {Tensor(), a, b}, grad::where(cond, a, b));
 }
@@ -121,15 +121,14 @@ Tensor contiguous(const Tensor& x, bool force_copy) {
   if (x.is_contiguous() && !force_copy) return x;
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   cpu::cast_kernel(out, x);
-  return autograd::record("contiguous", out, {x}, [](const Tensor& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{g};
-  });
+  return autograd::record("contiguous", out, {x},
+                          [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
-  NX_CHECK(broadcast_shapes(dst.shape(), src.shape(), "copy") == dst.shape(),
-           "could not broadcast a value of shape ", shape_str(src.shape()), " into shape ",
-           shape_str(dst.shape()), " (as numpy: the value's shape must broadcast to the target's)");
+  NX_CHECK(broadcast_shapes(dst.shape(), src.shape(), "copy") == dst.shape(), "could not broadcast a value of shape ",
+           shape_str(src.shape()), " into shape ", shape_str(dst.shape()),
+           " (as numpy: the value's shape must broadcast to the target's)");
   // A source sharing the destination's storage may overlap it: read it from a copy, as numpy.
   const Tensor s = src.storage() == dst.storage() ? contiguous(src.detach(), true) : src;
   cpu::cast_kernel(dst, cpu::broadcast_view(s, dst.shape()));

@@ -26,8 +26,7 @@ MatrixView as_blas_operand(const Tensor& t) {  // t: (..., r, c) with contiguous
   return {cont, false, std::max<int64_t>(c, 1)};
 }
 
-template <class T>
-void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
+template <class T> void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
   // a: (batch..., m, k), b: (batch..., k, n), out: (batch..., m, n) contiguous; batch dims equal.
   int64_t nd = out.ndim(), m = out.shape()[nd - 2], n = out.shape()[nd - 1], k = a.shape()[nd - 1];
   Shape batch(out.shape().begin(), out.shape().end() - 2);
@@ -65,7 +64,9 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
     return;
   }
   if (nb > 1 && m * n * k < (1 << 18)) {  // many small products: parallel over the batch
-    parallel_for(nb, 1, [&](int64_t s, int64_t e) { for (int64_t i = s; i < e; ++i) one(i); });
+    parallel_for(nb, 1, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) one(i);
+    });
   } else {
     for (int64_t i = 0; i < nb; ++i) one(i);  // big products: BLAS threads inside
   }
@@ -76,16 +77,16 @@ void gemm_batched(const Tensor& out, const Tensor& a, const Tensor& b) {
 // Batched matmul on operands with ndim >= 2 (the differentiable primitive).
 static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   int64_t ka = a.shape().back(), kb = b.shape()[b.ndim() - 2];
-  NX_CHECK(ka == kb, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
-           " are not aligned: ", ka, " (dim ", a.ndim() - 1, ") != ", kb, " (dim ", b.ndim() - 2, ")");
+  NX_CHECK(ka == kb, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()), " are not aligned: ", ka,
+           " (dim ", a.ndim() - 1, ") != ", kb, " (dim ", b.ndim() - 2, ")");
   NX_CHECK_TYPE(a.dtype() != DType::Bool && b.dtype() != DType::Bool, "matmul: not supported for bool tensors");
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch;
   try {
     batch = broadcast_shapes(ba, bb, "matmul");
   } catch (const ValueError&) {
-    throw ValueError(str("matmul: batch dimensions of shapes ", shape_str(a.shape()), " and ",
-                         shape_str(b.shape()), " cannot be broadcast"));
+    throw ValueError(str("matmul: batch dimensions of shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+                         " cannot be broadcast"));
   }
   DType dt = promote_types(a.dtype(), b.dtype());
   DType cdt = compute_dtype(dt);

@@ -14,24 +14,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduct
   NX_CHECK_TYPE(labels.dtype() == DType::Int64 || labels.dtype() == DType::Int32,
                 "cross_entropy: labels must be integer class indices, got ", dtype_name(labels.dtype()));
   NX_CHECK(labels.ndim() == 1 && labels.shape()[0] == logits.shape()[0], "cross_entropy: labels of shape ",
-           shape_str(labels.shape()), " do not match logits of shape ", shape_str(logits.shape()),
-           "; expected (", logits.shape()[0], ",)");
+           shape_str(labels.shape()), " do not match logits of shape ", shape_str(logits.shape()), "; expected (",
+           logits.shape()[0], ",)");
   int64_t n = logits.shape()[0], c = logits.shape()[1];
   Tensor lab = contiguous(cast(labels, DType::Int64));
   for (int64_t i = 0; i < n; ++i) {
     int64_t v = lab.data<int64_t>()[i];
-    NX_CHECK_INDEX(v >= 0 && v < c, "cross_entropy: label ", v, " at position ", i,
-                   " is out of range for ", c, " classes; valid: [0, ", c - 1, "]");
+    NX_CHECK_INDEX(v >= 0 && v < c, "cross_entropy: label ", v, " at position ", i, " is out of range for ", c,
+                   " classes; valid: [0, ", c - 1, "]");
   }
   DType cdt = compute_dtype(logits.dtype());
-  NX_CHECK_TYPE(is_floating(cdt), "cross_entropy: logits must be floating point, got ",
-                dtype_name(logits.dtype()));
+  NX_CHECK_TYPE(is_floating(cdt), "cross_entropy: logits must be floating point, got ", dtype_name(logits.dtype()));
   Tensor x = contiguous(cast(logits.detach(), cdt));
   Tensor nll = Tensor::empty({n}, cdt), stats = Tensor::empty({2, n}, cdt);  // shift, logsum
   dispatch_float(cdt, "cross_entropy", [&](auto t) {
     using T = decltype(t);
-    cpu::xent_forward<T>(x.data<T>(), lab.data<int64_t>(), n, c, nll.data<T>(), stats.data<T>(),
-                         stats.data<T>() + n);
+    cpu::xent_forward<T>(x.data<T>(), lab.data<int64_t>(), n, c, nll.data<T>(), stats.data<T>(), stats.data<T>() + n);
   });
   Tensor out;
   {
@@ -39,7 +37,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduct
     out = reduction == ReduceOp::None ? nll : reduce(reduction, nll, {}, false);
     out = cast(out, logits.dtype());
   }
-  return autograd::record("cross_entropy", out, {logits}, grad::cross_entropy(x, lab, stats, reduction, logits.dtype()));
+  return autograd::record("cross_entropy", out, {logits},
+                          grad::cross_entropy(x, lab, stats, reduction, logits.dtype()));
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
@@ -51,7 +50,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
 Tensor dropout_mask(const Tensor& x, double p) {
   NX_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   NX_CHECK_TYPE(is_floating(x.dtype()), "dropout: expected a floating-point tensor, got ", dtype_name(x.dtype()));
-  if (p == 0) return full(x.shape(), 1, x.dtype());  // nothing dropped, no random numbers drawn
+  if (p == 0) return full(x.shape(), 1, x.dtype());        // nothing dropped, no random numbers drawn
   if (p == 1) return Tensor::zeros(x.shape(), x.dtype());  // everything dropped (as torch: x * 0, gradient 0)
   Tensor keep = binary(BinaryOp::Ge, rand(x.shape(), DType::Float32), scalar_like(p, full({}, 0, DType::Float32)));
   return mul_scalar(cast(keep, x.dtype()), 1.0 / (1.0 - p));
@@ -61,8 +60,8 @@ static Tensor normalize(const Tensor& x, const Tensor& mu, const Tensor& v, doub
   return div(sub(x, mu), unary(UnaryOp::Sqrt, add_scalar(v, eps)));
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
   int64_t k = int64_t(normalized_shape.size());
   bool ok = k >= 1 && k <= x.ndim();
   for (int64_t i = 0; ok && i < k; ++i) ok = x.shape()[x.ndim() - k + i] == normalized_shape[i];
@@ -79,14 +78,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return y;
 }
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
   NX_CHECK(x.ndim() >= 2, "batch_norm: input must be (N, C, ...), got shape ", shape_str(x.shape()));
   int64_t c = x.shape()[1];
   for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
-    NX_CHECK(!p->defined() || p->shape() == Shape{c}, "batch_norm: running stats, weight and bias must have shape (",
-             c, ",) for an input of shape ", shape_str(x.shape()), ", got ", shape_str(p->shape()));
+    NX_CHECK(!p->defined() || p->shape() == Shape{c}, "batch_norm: running stats, weight and bias must have shape (", c,
+             ",) for an input of shape ", shape_str(x.shape()), ", got ", shape_str(p->shape()));
   NX_CHECK(training || (running_mean.defined() && running_var.defined()),
            "batch_norm: running_mean and running_var are required when training=False");
   Axes axes{0};

@@ -27,8 +27,7 @@ struct OpInfo {
   OpRole role;
 };
 
-#define NX_OP_INFO(Enum, fn, name, domain, result, role) \
-  {name, #fn, OpDomain::domain, OpResult::result, OpRole::role},
+#define NX_OP_INFO(Enum, fn, name, domain, result, role) {name, #fn, OpDomain::domain, OpResult::result, OpRole::role},
 inline constexpr OpInfo kUnaryOps[] = {NX_UNARY_OPS(NX_OP_INFO)};
 inline constexpr OpInfo kBinaryOps[] = {NX_BINARY_OPS(NX_OP_INFO)};
 #undef NX_OP_INFO
@@ -38,8 +37,7 @@ constexpr const OpInfo& op_info(BinaryOp op) { return kBinaryOps[int(op)]; }
 constexpr std::string_view op_name(UnaryOp op) { return op_info(op).name; }
 constexpr std::string_view op_name(BinaryOp op) { return op_info(op).name; }
 constexpr bool is_comparison(BinaryOp op) { return op_info(op).result == OpResult::Bool; }
-template <class Op>
-constexpr bool is_backward_only(Op op) { return op_info(op).role == OpRole::Backward; }
+template <class Op> constexpr bool is_backward_only(Op op) { return op_info(op).role == OpRole::Backward; }
 
 // Whether operands of dtype t may reach the op (before Float's integer-to-float32 promotion).
 constexpr bool accepts(OpDomain d, DType t) { return d == OpDomain::Any || t != DType::Bool; }

@@ -31,7 +31,7 @@ Tensor expand(const Tensor& x, const Shape& shape);
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step);
 Tensor select(const Tensor& x, int64_t axis, int64_t index);
 Tensor unsqueeze(const Tensor& x, int64_t axis);
-Tensor index_select(const Tensor& x, const Tensor& index);  // gather along axis 0
+Tensor index_select(const Tensor& x, const Tensor& index);                     // gather along axis 0
 Tensor index_add(const Tensor& base, const Tensor& index, const Tensor& src);  // no grad
 // dst[index[i]] = src[i] along axis 0, in place (src broadcasts to dst[index]'s shape; a repeated
 // index keeps the last write); records nothing
@@ -43,7 +43,7 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
 // ---- elementwise ----
 Tensor unary(UnaryOp op, const Tensor& x);
 // Result dtypes, shared by the eager ops, the fused-kernel lowering and graph autodiff.
-DType unary_result_dtype(UnaryOp op, DType x);  // transcendentals of integers give float32
+DType unary_result_dtype(UnaryOp op, DType x);             // transcendentals of integers give float32
 DType binary_common_dtype(BinaryOp op, DType a, DType b);  // both operands convert to it
 DType binary_result_dtype(BinaryOp op, DType a, DType b);  // bool for comparisons
 // binary(op, a, b)'s shape, after the checks binary makes on shapes and dtypes (not on values)
@@ -76,18 +76,16 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // The reductions a loss takes, as torch's reduction='none' | 'mean' | 'sum'.
 inline constexpr ReduceOp kLossReductions[] = {ReduceOp::None, ReduceOp::Mean, ReduceOp::Sum};
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduction);
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h,
-              int64_t stride_w, int64_t pad_h, int64_t pad_w);
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+              int64_t pad_w);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
 Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
 Tensor dropout(const Tensor& x, double p, bool training);
 // dropout's multiplier for x in training: 0 where dropped, 1 / (1 - p) where kept (x's shape);
 // draws random numbers only for 0 < p < 1, as dropout
 Tensor dropout_mask(const Tensor& x, double p);
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps);
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps);
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps);
 
 }  // namespace nexus::ops

@@ -37,8 +37,8 @@ std::vector<Tensor> contiguous_grads(const std::vector<Tensor>& grads, const cha
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
     DType t = grads[i].dtype();
-    NX_CHECK_TYPE(t == DType::Float32 || t == DType::Float64, op, ": gradient ", i, " has dtype ",
-                  dtype_name(t), "; expected float32 or float64");
+    NX_CHECK_TYPE(t == DType::Float32 || t == DType::Float64, op, ": gradient ", i, " has dtype ", dtype_name(t),
+                  "; expected float32 or float64");
     out[i] = contiguous(grads[i]);
   }
   return out;
@@ -61,8 +61,8 @@ void check_param(const Tensor& p, const Tensor& g, size_t i, const Config& c) {
   const char* op = kind_name(c.kind);
   NX_CHECK(p.defined(), op, ": parameter ", i, " is undefined");
   DType t = p.dtype();
-  NX_CHECK_TYPE(t == DType::Float32 || t == DType::Float64, op, ": parameter ", i, " has dtype ",
-                dtype_name(t), "; optimizers update float32 or float64 parameters");
+  NX_CHECK_TYPE(t == DType::Float32 || t == DType::Float64, op, ": parameter ", i, " has dtype ", dtype_name(t),
+                "; optimizers update float32 or float64 parameters");
   NX_CHECK(p.is_contiguous(), op, ": parameter ", i, " of shape ", shape_str(p.shape()),
            " is not contiguous; parameters are updated in place and need contiguous storage");
   if (!g.defined()) return;
@@ -75,10 +75,9 @@ void check_param(const Tensor& p, const Tensor& g, size_t i, const Config& c) {
 // A buffer restored from a checkpoint must fit its parameter.
 void check_buffer(const Tensor& buf, const Tensor& p, size_t i, const char* name, Kind k) {
   if (!buf.defined()) return;
-  NX_CHECK(buf.shape() == p.shape() && buf.dtype() == p.dtype() && buf.is_contiguous(),
-           kind_name(k), ": state buffer ", name, "[", i, "] has shape ", shape_str(buf.shape()),
-           " and dtype ", dtype_name(buf.dtype()), "; its parameter has shape ",
-           shape_str(p.shape()), " and dtype ", dtype_name(p.dtype()));
+  NX_CHECK(buf.shape() == p.shape() && buf.dtype() == p.dtype() && buf.is_contiguous(), kind_name(k), ": state buffer ",
+           name, "[", i, "] has shape ", shape_str(buf.shape()), " and dtype ", dtype_name(buf.dtype()),
+           "; its parameter has shape ", shape_str(p.shape()), " and dtype ", dtype_name(p.dtype()));
 }
 
 void check_state(const Config& c, const std::vector<Tensor>& params, State& s) {
@@ -108,8 +107,7 @@ void run_sgd(const Config& c, double lr, double scale, const std::vector<Tensor>
   std::vector<cpu::OptimSegment> segs;
   for (size_t i = 0; i < params.size(); ++i) {
     if (!grads[i].defined()) continue;
-    cpu::OptimSegment seg{params[i].dtype(), params[i].numel(), params[i].raw_data(),
-                          grads[i].raw_data()};
+    cpu::OptimSegment seg{params[i].dtype(), params[i].numel(), params[i].raw_data(), grads[i].raw_data()};
     if (use_momentum) {
       bool first = !s.m[i].defined();  // torch: the first buffer is a copy of the gradient
       seg.m = lazy_zeros(s.m[i], params[i]).raw_data();
@@ -127,17 +125,19 @@ void run_adam(const Config& c, double lr, double scale, const std::vector<Tensor
   for (size_t i = 0; i < params.size(); ++i) {
     if (!grads[i].defined()) continue;
     double t = double(s.param_steps[i] + 1);
-    cpu::OptimSegment seg{params[i].dtype(), params[i].numel(), params[i].raw_data(),
-                          grads[i].raw_data(), lazy_zeros(s.m[i], params[i]).raw_data(),
+    cpu::OptimSegment seg{params[i].dtype(),
+                          params[i].numel(),
+                          params[i].raw_data(),
+                          grads[i].raw_data(),
+                          lazy_zeros(s.m[i], params[i]).raw_data(),
                           lazy_zeros(s.v[i], params[i]).raw_data()};
     seg.step_size = lr / (1.0 - std::pow(c.beta1, t));
     seg.bias2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, t));
     segs.push_back(seg);
   }
   bool decoupled = c.kind == Kind::AdamW;
-  cpu::adam_kernel(segs, {scale, decoupled ? 0.0 : c.weight_decay,
-                          decoupled ? 1.0 - lr * c.weight_decay : 1.0, 1.0 - c.beta1, c.beta2,
-                          1.0 - c.beta2, c.eps});
+  cpu::adam_kernel(segs, {scale, decoupled ? 0.0 : c.weight_decay, decoupled ? 1.0 - lr * c.weight_decay : 1.0,
+                          1.0 - c.beta1, c.beta2, 1.0 - c.beta2, c.eps});
 }
 
 }  // namespace
@@ -147,21 +147,19 @@ void validate(const Config& c, double lr) {
   NX_CHECK(lr >= 0 && std::isfinite(lr), op, ": lr must be a finite number >= 0, got ", lr);
   NX_CHECK(c.weight_decay >= 0 && std::isfinite(c.weight_decay), op,
            ": weight_decay must be a finite number >= 0, got ", c.weight_decay);
-  NX_CHECK(c.clip_norm >= 0, op, ": clip_norm must be > 0 (or 0 for no clipping), got ",
-           c.clip_norm);
+  NX_CHECK(c.clip_norm >= 0, op, ": clip_norm must be > 0 (or 0 for no clipping), got ", c.clip_norm);
   if (c.kind == Kind::SGD) {
-    NX_CHECK(c.momentum >= 0 && std::isfinite(c.momentum), op,
-             ": momentum must be a finite number >= 0, got ", c.momentum);
+    NX_CHECK(c.momentum >= 0 && std::isfinite(c.momentum), op, ": momentum must be a finite number >= 0, got ",
+             c.momentum);
     NX_CHECK(std::isfinite(c.dampening), op, ": dampening must be finite, got ", c.dampening);
     NX_CHECK(!c.nesterov || (c.momentum > 0 && c.dampening == 0), op,
-             ": nesterov momentum requires momentum > 0 and dampening == 0, got momentum=",
-             c.momentum, ", dampening=", c.dampening);
+             ": nesterov momentum requires momentum > 0 and dampening == 0, got momentum=", c.momentum,
+             ", dampening=", c.dampening);
     return;
   }
   NX_CHECK(c.beta1 >= 0 && c.beta1 < 1, op, ": beta1 must be in [0, 1), got ", c.beta1);
   NX_CHECK(c.beta2 >= 0 && c.beta2 < 1, op, ": beta2 must be in [0, 1), got ", c.beta2);
-  NX_CHECK(c.eps > 0 && std::isfinite(c.eps), op, ": eps must be a finite number > 0, got ",
-           c.eps);
+  NX_CHECK(c.eps > 0 && std::isfinite(c.eps), op, ": eps must be a finite number > 0, got ", c.eps);
 }
 
 double global_grad_norm(const std::vector<Tensor>& grads) {
@@ -180,11 +178,10 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
   return norm;
 }
 
-void step(const Config& c, double lr, const std::vector<Tensor>& params,
-          const std::vector<Tensor>& grads, State& s) {
+void step(const Config& c, double lr, const std::vector<Tensor>& params, const std::vector<Tensor>& grads, State& s) {
   validate(c, lr);
-  NX_CHECK(grads.size() == params.size(), kind_name(c.kind), ": got ", params.size(),
-           " parameters but ", grads.size(), " gradients; pass one (or None) per parameter");
+  NX_CHECK(grads.size() == params.size(), kind_name(c.kind), ": got ", params.size(), " parameters but ", grads.size(),
+           " gradients; pass one (or None) per parameter");
   for (size_t i = 0; i < params.size(); ++i) check_param(params[i], grads[i], i, c);
   check_state(c, params, s);
   std::vector<Tensor> g = contiguous_grads(grads, kind_name(c.kind));

@@ -18,11 +18,11 @@ namespace nexus::ops::optim {
 struct Config {
   enum class Kind { SGD, Adam, AdamW };
   Kind kind = Kind::SGD;
-  double momentum = 0, dampening = 0;  // SGD
-  bool nesterov = false;               // SGD; needs momentum > 0 and dampening == 0
+  double momentum = 0, dampening = 0;             // SGD
+  bool nesterov = false;                          // SGD; needs momentum > 0 and dampening == 0
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, AdamW
-  double weight_decay = 0;  // SGD, Adam: L2 added to the gradient; AdamW: decoupled p -= lr*wd*p
-  double clip_norm = 0;     // > 0: scale all gradients by min(1, clip_norm / (norm + 1e-6)) first
+  double weight_decay = 0;                        // SGD, Adam: L2 added to the gradient; AdamW: decoupled p -= lr*wd*p
+  double clip_norm = 0;                           // > 0: scale all gradients by min(1, clip_norm / (norm + 1e-6)) first
 };
 
 // What an optimizer carries between steps. Buffers are created lazily, per parameter, the first
@@ -50,7 +50,6 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);
 // params: contiguous float32/float64 tensors; grads[i]: undefined (skipped) or params[i]'s shape
 // and dtype. With c.clip_norm > 0 the gradients are clipped first (the scale is applied inside
 // the update; the gradient tensors themselves are not modified). Increments s.step.
-void step(const Config& c, double lr, const std::vector<Tensor>& params,
-          const std::vector<Tensor>& grads, State& s);
+void step(const Config& c, double lr, const std::vector<Tensor>& params, const std::vector<Tensor>& grads, State& s);
 
 }  // namespace nexus::ops::optim

@@ -56,9 +56,7 @@ void manual_seed(uint64_t seed) {
 }
 
 Tensor rand(const Shape& shape, DType dtype) {
-  return generate(shape, dtype, "rand", 1, [](uint64_t key, uint64_t c) {
-    return uniform01(key, c);
-  });
+  return generate(shape, dtype, "rand", 1, [](uint64_t key, uint64_t c) { return uniform01(key, c); });
 }
 
 Tensor randn(const Shape& shape, DType dtype) {

@@ -50,8 +50,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const Axes& axes_in, bool keepdims) 
   if (axes.empty()) cpu::cast_kernel(out, xc);
   else cpu::reduce_kernel(op, out, xc, axes);
   out = cast(out, out_dt);
-  if (op == ReduceOp::Sum)
-    return autograd::record(name, out, {x}, grad::sum(x.shape(), axes, keepdims));
+  if (op == ReduceOp::Sum) return autograd::record(name, out, {x}, grad::sum(x.shape(), axes, keepdims));
   return autograd::record(name, out, {x}, grad::extremum(x, out.detach(), axes, keepdims));
 }
 

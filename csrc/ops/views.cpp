@@ -57,15 +57,15 @@ Tensor reshape(const Tensor& x, Shape shape) {
     }
   }
   if (infer >= 0) {
-    NX_CHECK(known != 0 && x.numel() % known == 0, "reshape: cannot reshape a tensor of shape ",
-             shape_str(x.shape()), " into ", shape_str(shape));
+    NX_CHECK(known != 0 && x.numel() % known == 0, "reshape: cannot reshape a tensor of shape ", shape_str(x.shape()),
+             " into ", shape_str(shape));
     shape[size_t(infer)] = x.numel() / known;
   }
-  NX_CHECK(numel(shape) == x.numel(), "reshape: cannot reshape a tensor of shape ",
-           shape_str(x.shape()), " (", x.numel(), " elements) into ", shape_str(shape));
+  NX_CHECK(numel(shape) == x.numel(), "reshape: cannot reshape a tensor of shape ", shape_str(x.shape()), " (",
+           x.numel(), " elements) into ", shape_str(shape));
   Strides st;
-  Tensor out = view_strides(x, shape, st) ? make_view(x, x.offset(), shape, st)
-                                          : reshape(contiguous(x.detach()), shape);
+  Tensor out =
+      view_strides(x, shape, st) ? make_view(x, x.offset(), shape, st) : reshape(contiguous(x.detach()), shape);
   return autograd::record("reshape", out, {x}, grad::reshape(x.shape()));
 }
 
@@ -99,8 +99,8 @@ Tensor transpose(const Tensor& x, int64_t a, int64_t b) {
 
 Tensor expand(const Tensor& x, const Shape& shape_in) {
   Shape shape = shape_in;
-  NX_CHECK(shape.size() >= x.shape().size(), "expand: cannot expand shape ", shape_str(x.shape()),
-           " to ", shape_str(shape), " (fewer dimensions)");
+  NX_CHECK(shape.size() >= x.shape().size(), "expand: cannot expand shape ", shape_str(x.shape()), " to ",
+           shape_str(shape), " (fewer dimensions)");
   size_t off = shape.size() - x.shape().size();
   Strides st(shape.size(), 0);
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -110,8 +110,8 @@ Tensor expand(const Tensor& x, const Shape& shape_in) {
     }
     int64_t have = x.shape()[i - off];
     if (shape[i] == -1) shape[i] = have;
-    NX_CHECK(have == shape[i] || have == 1, "expand: cannot expand shape ", shape_str(x.shape()),
-             " to ", shape_str(shape_in), " (dimension ", i, ": ", have, " vs ", shape[i], ")");
+    NX_CHECK(have == shape[i] || have == 1, "expand: cannot expand shape ", shape_str(x.shape()), " to ",
+             shape_str(shape_in), " (dimension ", i, ": ", have, " vs ", shape[i], ")");
     st[i] = have == 1 && shape[i] != 1 ? 0 : x.strides()[i - off];
   }
   return autograd::record("expand", make_view(x, x.offset(), shape, st), {x}, grad::expand(x.shape()));
@@ -135,8 +135,7 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t
 Tensor select(const Tensor& x, int64_t axis, int64_t index) {
   axis = wrap_axis(axis, x.ndim(), "select");
   int64_t n = x.shape()[axis];
-  NX_CHECK_INDEX(index >= -n && index < n, "index ", index, " is out of bounds for axis ", axis,
-                 " with size ", n);
+  NX_CHECK_INDEX(index >= -n && index < n, "index ", index, " is out of bounds for axis ", axis, " with size ", n);
   if (index < 0) index += n;
   Shape shape = x.shape();
   shape.erase(shape.begin() + axis);
@@ -153,8 +152,8 @@ Tensor unsqueeze(const Tensor& x, int64_t axis) {
 // Checks that `index` is an integer tensor with values in [-n, n); returns it as contiguous int64
 // with negative values wrapped.
 static Tensor checked_index(const Tensor& index, int64_t n, const char* op) {
-  NX_CHECK_INDEX(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op,
-                 ": indices must be integers, got ", dtype_name(index.dtype()));
+  NX_CHECK_INDEX(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op, ": indices must be integers, got ",
+                 dtype_name(index.dtype()));
   Tensor idx = contiguous(cast(index, DType::Int64), /*force_copy=*/true);
   int64_t* p = idx.data<int64_t>();
   for (int64_t i = 0; i < idx.numel(); ++i) {
@@ -200,9 +199,8 @@ void index_copy_(const Tensor& dst, const Tensor& index, const Tensor& src) {
   Tensor idx = checked_index(index, dst.shape()[0], "index assignment");
   Shape target = idx.shape();  // the shape of dst[index]
   target.insert(target.end(), dst.shape().begin() + 1, dst.shape().end());
-  NX_CHECK(broadcast_shapes(target, src.shape(), "index assignment") == target,
-           "could not broadcast a value of shape ", shape_str(src.shape()), " into shape ",
-           shape_str(target), " (the indexed rows)");
+  NX_CHECK(broadcast_shapes(target, src.shape(), "index assignment") == target, "could not broadcast a value of shape ",
+           shape_str(src.shape()), " into shape ", shape_str(target), " (the indexed rows)");
   Shape rows = {idx.numel()};
   rows.insert(rows.end(), dst.shape().begin() + 1, dst.shape().end());
   // A private copy of the rows: src may share (and overlap) dst's storage.
@@ -245,9 +243,8 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {
   axis = wrap_axis(axis, xs[0].ndim() + 1, "stack");
   std::vector<Tensor> parts;
   for (size_t i = 0; i < xs.size(); ++i) {
-    NX_CHECK(xs[i].shape() == xs[0].shape(), "stack: tensor ", i, " has shape ",
-             shape_str(xs[i].shape()), " but tensor 0 has ", shape_str(xs[0].shape()),
-             "; all tensors must have the same shape");
+    NX_CHECK(xs[i].shape() == xs[0].shape(), "stack: tensor ", i, " has shape ", shape_str(xs[i].shape()),
+             " but tensor 0 has ", shape_str(xs[0].shape()), "; all tensors must have the same shape");
     parts.push_back(unsqueeze(xs[i], axis));
   }
   return concat(parts, axis);

@@ -15,7 +15,7 @@
 namespace nexus::alloc {
 namespace {
 
-constexpr size_t kSmall = size_t(32) << 10;         // below: plain aligned_alloc, never cached
+constexpr size_t kSmall = size_t(32) << 10;  // below: plain aligned_alloc, never cached
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kHugeThreshold = size_t(4) << 20;  // from here: 2 MiB aligned, MADV_HUGEPAGE
 
@@ -27,9 +27,7 @@ size_t size_class(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-size_t cache_limit() {
-  return size_t(knob_int("NEXUS_ALLOC_CACHE_MB").value_or(0)) << 20;
-}
+size_t cache_limit() { return size_t(knob_int("NEXUS_ALLOC_CACHE_MB").value_or(0)) << 20; }
 
 void* system_alloc(size_t capacity) {
   size_t align = capacity >= kHugeThreshold ? kHugePage : 64;
@@ -49,8 +47,7 @@ class Cache {
       std::lock_guard<std::mutex> lock(mutex_);
       // The smallest cached block of this class or up to two classes larger (at most 50%
       // slack): a batch that shrinks reuses the bigger buffers instead of faulting in new ones.
-      for (auto it = free_.lower_bound(cls); it != free_.end() && it->first <= cls + cls / 2;
-           ++it) {
+      for (auto it = free_.lower_bound(cls); it != free_.end() && it->first <= cls + cls / 2; ++it) {
         if (it->second.empty()) continue;
         void* p = it->second.back();
         it->second.pop_back();

@@ -36,8 +36,7 @@ void empty_cache();  // returns every cached block to the system (the counters k
 
 // A kernel's temporary buffer of n T's from the same cache, uninitialised (a std::vector would
 // zero it, and a fresh malloc of megabytes would fault its pages in on every call).
-template <class T>
-class Scratch {
+template <class T> class Scratch {
  public:
   explicit Scratch(size_t n) : block_(allocate(n * sizeof(T))) {}
   ~Scratch() { release(block_); }

@@ -16,9 +16,12 @@ inline constexpr int kNumDTypes = 7;
 
 constexpr int64_t itemsize(DType t) {
   switch (t) {
-    case DType::Float64: case DType::Int64: return 8;
-    case DType::Float32: case DType::Int32: return 4;
-    case DType::Float16: case DType::BFloat16: return 2;
+    case DType::Float64:
+    case DType::Int64: return 8;
+    case DType::Float32:
+    case DType::Int32: return 4;
+    case DType::Float16:
+    case DType::BFloat16: return 2;
     case DType::Bool: return 1;
   }
   return 0;
@@ -50,15 +53,24 @@ DType promote_types(DType a, DType b);
 
 // Maps a C++ type to its DType (for templated kernels).
 template <class T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::Float32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::Float64; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::Int32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::Bool; };
+template <> struct DTypeOf<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <> struct DTypeOf<double> {
+  static constexpr DType value = DType::Float64;
+};
+template <> struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::Int32;
+};
+template <> struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <> struct DTypeOf<bool> {
+  static constexpr DType value = DType::Bool;
+};
 
 // Calls fn(T{}) with T the C++ type of a compute dtype (no halves: convert those first).
-template <class Fn>
-decltype(auto) dispatch_compute(DType t, std::string_view op, Fn&& fn) {
+template <class Fn> decltype(auto) dispatch_compute(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
     case DType::Float32: return fn(float{});
     case DType::Float64: return fn(double{});
@@ -70,8 +82,7 @@ decltype(auto) dispatch_compute(DType t, std::string_view op, Fn&& fn) {
   throw InternalError(str("internal error, please report: ", op, ": no kernel for ", dtype_name(t)));
 }
 
-template <class Fn>
-decltype(auto) dispatch_float(DType t, std::string_view op, Fn&& fn) {
+template <class Fn> decltype(auto) dispatch_float(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
     case DType::Float32: return fn(float{});
     case DType::Float64: return fn(double{});

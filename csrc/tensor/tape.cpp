@@ -18,8 +18,8 @@ bool Tensor::requires_grad() const {
 }
 
 void Tensor::set_requires_grad(bool on) {
-  NX_CHECK(is_leaf(), "requires_grad can only be changed on leaf tensors (this one was produced by ",
-           grad_fn()->name, "); use .detach() first");
+  NX_CHECK(is_leaf(), "requires_grad can only be changed on leaf tensors (this one was produced by ", grad_fn()->name,
+           "); use .detach() first");
   NX_CHECK_TYPE(!on || is_floating(dtype()), "only floating-point tensors can require gradients, got ",
                 dtype_name(dtype()));
   meta(impl()).requires_grad = on;
@@ -29,8 +29,8 @@ Tensor Tensor::grad() const { return impl_->autograd ? impl_->autograd->grad : T
 
 void Tensor::set_grad(const Tensor& g) {
   if (g.defined())
-    NX_CHECK(g.shape() == shape(), "grad of shape ", shape_str(g.shape()),
-             " assigned to a tensor of shape ", shape_str(shape()));
+    NX_CHECK(g.shape() == shape(), "grad of shape ", shape_str(g.shape()), " assigned to a tensor of shape ",
+             shape_str(shape()));
   meta(impl()).grad = g;
 }
 
@@ -79,7 +79,8 @@ static void accumulate_leaf(TensorImpl* leaf, Tensor g) {
 }
 
 void backward(const Tensor& root, const Tensor& grad) {
-  NX_CHECK(root.requires_grad(), "backward: the tensor does not require grad and has no grad_fn; "
+  NX_CHECK(root.requires_grad(),
+           "backward: the tensor does not require grad and has no grad_fn; "
            "set requires_grad=True on the inputs you want gradients for");
   NX_CHECK(grad.shape() == root.shape(), "backward: gradient of shape ", shape_str(grad.shape()),
            " does not match the tensor's shape ", shape_str(root.shape()));
@@ -116,8 +117,8 @@ void backward(const Tensor& root, const Tensor& grad) {
       if (!e.active()) continue;
       NX_ASSERT(grads[i].defined(), n->name, ": missing gradient for input ", i);
       if (e.leaf) {
-        NX_ASSERT(grads[i].shape() == e.leaf->shape, n->name, ": gradient shape ",
-                  shape_str(grads[i].shape()), " != input shape ", shape_str(e.leaf->shape));
+        NX_ASSERT(grads[i].shape() == e.leaf->shape, n->name, ": gradient shape ", shape_str(grads[i].shape()),
+                  " != input shape ", shape_str(e.leaf->shape));
         accumulate_leaf(e.leaf.get(), grads[i]);
         continue;
       }

@@ -13,8 +13,7 @@
 namespace nexus::autograd {
 
 // grad_output → one gradient per input (an undefined Tensor where needs[i] is false).
-using BackwardFn =
-    std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs)>;
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output, const std::vector<bool>& needs)>;
 
 struct Edge {
   std::shared_ptr<Node> node;        // the input's producer, or

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <new>
 
-
 namespace nexus {
 
 int64_t numel(const Shape& shape) {
@@ -36,8 +35,8 @@ std::string shape_str(const Shape& shape) {
 
 int64_t wrap_axis(int64_t axis, int64_t ndim, const char* op) {
   int64_t n = std::max<int64_t>(ndim, 1);
-  NX_CHECK_INDEX(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for a tensor of ",
-                 ndim, " dimension(s); valid: [", -n, ", ", n - 1, "]");
+  NX_CHECK_INDEX(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for a tensor of ", ndim,
+                 " dimension(s); valid: [", -n, ", ", n - 1, "]");
   return axis < 0 ? axis + n : axis;
 }
 
@@ -47,8 +46,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    NX_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ",
-             shape_str(b), " cannot be broadcast (dimension ", i, ": ", da, " vs ", db, ")");
+    NX_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
+             " cannot be broadcast (dimension ", i, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -61,7 +60,8 @@ DType promote_types(DType a, DType b) {
       case DType::Bool: return 0;
       case DType::Int32: return 1;
       case DType::Int64: return 2;
-      case DType::Float16: case DType::BFloat16: return 3;
+      case DType::Float16:
+      case DType::BFloat16: return 3;
       case DType::Float32: return 4;
       case DType::Float64: return 5;
     }
@@ -87,8 +87,7 @@ Storage::~Storage() {
 
 // ---- Tensor ----------------------------------------------------------------------------------
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
-  for (int64_t d : shape)
-    NX_CHECK(d >= 0, "negative dimension ", d, " in shape ", shape_str(shape));
+  for (int64_t d : shape) NX_CHECK(d >= 0, "negative dimension ", d, " in shape ", shape_str(shape));
   auto storage = std::make_shared<Storage>(size_t(nexus::numel(shape) * itemsize(dtype)));
   return view_of(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
 }
@@ -99,8 +98,7 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype) {
   return t;
 }
 
-Tensor Tensor::view_of(std::shared_ptr<Storage> storage, int64_t offset, Shape shape,
-                       Strides strides, DType dtype) {
+Tensor Tensor::view_of(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, Strides strides, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->offset = offset;

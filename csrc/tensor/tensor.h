@@ -12,11 +12,14 @@
 
 namespace nexus {
 
-namespace autograd { struct Node; struct AutogradMeta; }
+namespace autograd {
+struct Node;
+struct AutogradMeta;
+}  // namespace autograd
 
 class Storage {
  public:
-  explicit Storage(size_t nbytes);                               // owned, 64-byte aligned
+  explicit Storage(size_t nbytes);                                         // owned, 64-byte aligned
   Storage(void* data, size_t nbytes, std::function<void(void*)> deleter);  // borrowed
   ~Storage();
   Storage(const Storage&) = delete;
@@ -48,8 +51,7 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype);
   static Tensor zeros(const Shape& shape, DType dtype);
   // A view of existing storage.
-  static Tensor view_of(std::shared_ptr<Storage> storage, int64_t offset, Shape shape,
-                        Strides strides, DType dtype);
+  static Tensor view_of(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, Strides strides, DType dtype);
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
@@ -65,9 +67,7 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
   bool is_contiguous() const;
 
-  void* raw_data() const {
-    return static_cast<char*>(impl_->storage->data()) + impl_->offset * itemsize(impl_->dtype);
-  }
+  void* raw_data() const { return static_cast<char*>(impl_->storage->data()) + impl_->offset * itemsize(impl_->dtype); }
   template <class T> T* data() const { return static_cast<T*>(raw_data()); }
 
   // autograd (defined in autograd/engine.cpp)

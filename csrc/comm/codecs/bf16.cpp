@@ -13,11 +13,9 @@ class Bf16Codec final : public Codec {
     for (size_t i = 0; i < n; ++i) detail::store(out + 2 * i, float_to_bf16(x[i]));
     return 2 * n;
   }
-  void decode(const std::byte* in, size_t bytes, float* out, size_t n,
-              bool accumulate) const override {
+  void decode(const std::byte* in, size_t bytes, float* out, size_t n, bool accumulate) const override {
     detail::check_bytes(*this, bytes, n);
-    for (size_t i = 0; i < n; ++i)
-      detail::put(bf16_to_float(detail::load<uint16_t>(in + 2 * i)), out, i, accumulate);
+    for (size_t i = 0; i < n; ++i) detail::put(bf16_to_float(detail::load<uint16_t>(in + 2 * i)), out, i, accumulate);
   }
 };
 

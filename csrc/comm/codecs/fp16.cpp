@@ -42,8 +42,7 @@ class Fp16Codec final : public Codec {
     }
     return 2 * n;
   }
-  void decode(const std::byte* in, size_t bytes, float* out, size_t n,
-              bool accumulate) const override {
+  void decode(const std::byte* in, size_t bytes, float* out, size_t n, bool accumulate) const override {
     detail::check_bytes(*this, bytes, n);
     if (accumulate) {
       for (size_t i = 0; i < n; ++i) out[i] += from_half(detail::load<uint16_t>(in + 2 * i));

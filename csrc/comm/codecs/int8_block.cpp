@@ -31,8 +31,7 @@ class Int8BlockCodec final : public Codec {
     }
     return max_encoded_bytes(n);
   }
-  void decode(const std::byte* in, size_t bytes, float* out, size_t n,
-              bool accumulate) const override {
+  void decode(const std::byte* in, size_t bytes, float* out, size_t n, bool accumulate) const override {
     detail::check_bytes(*this, bytes, n);
     const std::byte* q = in + sizeof(float) * num_blocks(n);
     for (size_t i = 0; i < n; ++i) {

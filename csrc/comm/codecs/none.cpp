@@ -13,8 +13,7 @@ class NoneCodec final : public Codec {
     if (n) std::memcpy(out, x, n * sizeof(float));
     return n * sizeof(float);
   }
-  void decode(const std::byte* in, size_t bytes, float* out, size_t n,
-              bool accumulate) const override {
+  void decode(const std::byte* in, size_t bytes, float* out, size_t n, bool accumulate) const override {
     detail::check_bytes(*this, bytes, n);
     if (!accumulate) {
       if (n) std::memcpy(out, in, bytes);

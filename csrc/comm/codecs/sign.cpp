@@ -11,9 +11,7 @@ namespace {
 class SignCodec final : public Codec {
  public:
   std::string spec() const override { return "sign"; }
-  size_t max_encoded_bytes(size_t n) const override {
-    return n == 0 ? 0 : sizeof(float) + (n + 7) / 8;
-  }
+  size_t max_encoded_bytes(size_t n) const override { return n == 0 ? 0 : sizeof(float) + (n + 7) / 8; }
   size_t encode(const float* x, size_t n, std::byte* out) const override {
     if (n == 0) return 0;
     double sum = 0;
@@ -25,8 +23,7 @@ class SignCodec final : public Codec {
       if (std::signbit(x[i]) && x[i] != 0) bits[i / 8] |= std::byte(1u << (i % 8));
     return max_encoded_bytes(n);
   }
-  void decode(const std::byte* in, size_t bytes, float* out, size_t n,
-              bool accumulate) const override {
+  void decode(const std::byte* in, size_t bytes, float* out, size_t n, bool accumulate) const override {
     detail::check_bytes(*this, bytes, n);
     if (n == 0) return;
     const float scale = detail::load<float>(in);

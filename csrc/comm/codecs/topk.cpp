@@ -21,9 +21,7 @@ class TopKCodec final : public Codec {
     // rounding up to one more entry.
     return n == 0 ? 0 : std::min(n, size_t(std::ceil(ratio_ * double(n) - 1e-9)));
   }
-  size_t max_encoded_bytes(size_t n) const override {
-    return k(n) * (sizeof(uint32_t) + sizeof(float));
-  }
+  size_t max_encoded_bytes(size_t n) const override { return k(n) * (sizeof(uint32_t) + sizeof(float)); }
   size_t encode(const float* x, size_t n, std::byte* out) const override {
     NX_CHECK(n <= UINT32_MAX, "codec \"", spec(), "\": a segment of ", n,
              " elements is too long for 32-bit indices; use a smaller segment size");
@@ -42,15 +40,13 @@ class TopKCodec final : public Codec {
     }
     return max_encoded_bytes(n);
   }
-  void decode(const std::byte* in, size_t bytes, float* out, size_t n,
-              bool accumulate) const override {
+  void decode(const std::byte* in, size_t bytes, float* out, size_t n, bool accumulate) const override {
     detail::check_bytes(*this, bytes, n);
     if (!accumulate) std::fill(out, out + n, 0.0f);
     const size_t kk = k(n);
     for (size_t i = 0; i < kk; ++i) {
       const uint32_t j = detail::load<uint32_t>(in + sizeof(uint32_t) * i);
-      NX_CHECK(j < n, "codec \"", spec(), "\": index ", j, " out of range for ", n,
-               " elements (corrupt message)");
+      NX_CHECK(j < n, "codec \"", spec(), "\": index ", j, " out of range for ", n, " elements (corrupt message)");
       out[j] += detail::load<float>(in + sizeof(uint32_t) * kk + sizeof(float) * i);
     }
   }
@@ -61,8 +57,6 @@ class TopKCodec final : public Codec {
 
 }  // namespace
 
-std::shared_ptr<const Codec> make_topk_codec(double ratio) {
-  return std::make_shared<TopKCodec>(ratio);
-}
+std::shared_ptr<const Codec> make_topk_codec(double ratio) { return std::make_shared<TopKCodec>(ratio); }
 
 }  // namespace nexus::comm

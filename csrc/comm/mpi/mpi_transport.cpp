@@ -48,7 +48,8 @@ int checked_count(size_t bytes, const char* what, int rank, int peer) {
 }  // namespace
 
 MpiTransport::MpiTransport(int64_t fortran_comm) : impl_(std::make_unique<Impl>()) {
-  NX_CHECK(mpi_active(), "MPI transport: MPI is not initialised (or already finalised); "
+  NX_CHECK(mpi_active(),
+           "MPI transport: MPI is not initialised (or already finalised); "
            "import mpi4py.MPI before creating a transport");
   MPI_Comm user = MPI_Comm_f2c(MPI_Fint(fortran_comm));
   NX_CHECK(user != MPI_COMM_NULL, "MPI transport: the communicator is MPI_COMM_NULL");
@@ -69,8 +70,7 @@ MpiTransport::~MpiTransport() {
 }
 
 std::string MpiTransport::describe(const Op& op) const {
-  return op.recv ? str("receive of up to ", op.bytes, " bytes from rank ", op.peer, " (tag ",
-                       op.tag, ")")
+  return op.recv ? str("receive of up to ", op.bytes, " bytes from rank ", op.peer, " (tag ", op.tag, ")")
                  : str("send of ", op.bytes, " bytes to rank ", op.peer, " (tag ", op.tag, ")");
 }
 
@@ -81,27 +81,25 @@ MpiTransport::Op& MpiTransport::op(const Request& req) {
 }
 
 Request MpiTransport::isend(int peer, const void* data, size_t bytes, int tag) {
-  NX_CHECK(peer >= 0 && peer < size_, "isend: rank ", rank_, " named peer rank ", peer,
-           ", valid peers are 0..", size_ - 1);
+  NX_CHECK(peer >= 0 && peer < size_, "isend: rank ", rank_, " named peer rank ", peer, ", valid peers are 0..",
+           size_ - 1);
   auto o = std::make_unique<Op>(Op{MPI_REQUEST_NULL, peer, tag, bytes, false});
-  const int rc = MPI_Isend(const_cast<void*>(data), checked_count(bytes, "isend", rank_, peer),
-                           MPI_BYTE, peer, tag, impl_->comm, &o->req);
+  const int rc = MPI_Isend(const_cast<void*>(data), checked_count(bytes, "isend", rank_, peer), MPI_BYTE, peer, tag,
+                           impl_->comm, &o->req);
   if (rc != MPI_SUCCESS)
-    throw CommError(str("rank ", rank_, " (this rank) could not post a ", describe(*o), ": ",
-                        error_text(rc)));
+    throw CommError(str("rank ", rank_, " (this rank) could not post a ", describe(*o), ": ", error_text(rc)));
   ops_.emplace(next_id_, std::move(o));
   return Request{next_id_++};
 }
 
 Request MpiTransport::irecv(int peer, void* data, size_t capacity, int tag) {
-  NX_CHECK(peer >= 0 && peer < size_, "irecv: rank ", rank_, " named peer rank ", peer,
-           ", valid peers are 0..", size_ - 1);
+  NX_CHECK(peer >= 0 && peer < size_, "irecv: rank ", rank_, " named peer rank ", peer, ", valid peers are 0..",
+           size_ - 1);
   auto o = std::make_unique<Op>(Op{MPI_REQUEST_NULL, peer, tag, capacity, true});
-  const int rc = MPI_Irecv(data, checked_count(capacity, "irecv", rank_, peer), MPI_BYTE, peer,
-                           tag, impl_->comm, &o->req);
+  const int rc =
+      MPI_Irecv(data, checked_count(capacity, "irecv", rank_, peer), MPI_BYTE, peer, tag, impl_->comm, &o->req);
   if (rc != MPI_SUCCESS)
-    throw CommError(str("rank ", rank_, " (this rank) could not post a ", describe(*o), ": ",
-                        error_text(rc)));
+    throw CommError(str("rank ", rank_, " (this rank) could not post a ", describe(*o), ": ", error_text(rc)));
   ops_.emplace(next_id_, std::move(o));
   return Request{next_id_++};
 }
@@ -117,7 +115,8 @@ bool MpiTransport::poll(int64_t id, Op& o, size_t* bytes) {
     const std::string what = describe(o);
     ops_.erase(id);
     if (cls == MPI_ERR_TRUNCATE)
-      throw CommError(str("rank ", rank_, " (this rank): the ", what, " got a larger message: the "
+      throw CommError(str("rank ", rank_, " (this rank): the ", what,
+                          " got a larger message: the "
                           "ranks disagree on the buffer size, dtype or codec"));
     throw CommError(str("rank ", rank_, " (this rank): the ", what, " failed: ", error_text(err)));
   }
@@ -160,9 +159,9 @@ size_t MpiTransport::wait(Request& req, Timeout timeout) {
     }
     if ((polls & 15) == 0 && std::chrono::steady_clock::now() >= deadline) {
       if (poll(req.id, o, &bytes)) break;
-      throw CommError(str("rank ", rank_, " (this rank) timed out after ",
-                          double(timeout.count()) / 1000.0, " s waiting for a ", describe(o),
-                          ": rank ", o.peer, " did not answer; it may have failed, exited, or be "
+      throw CommError(str("rank ", rank_, " (this rank) timed out after ", double(timeout.count()) / 1000.0,
+                          " s waiting for a ", describe(o), ": rank ", o.peer,
+                          " did not answer; it may have failed, exited, or be "
                           "running a different collective (timeout: NEXUS_COMM_TIMEOUT)"));
     }
   }

@@ -288,8 +288,7 @@ bool graph_rule(GraphAlgebra& k, int node, const Node& fwd, int g, const std::ve
     case OpKind::Dropout:  // dropout(x) = x * mask: the node hands its mask to the rule of mul
       if (I.empty() || I[0] != 0)
         gx = R::binary_rule(k, ops::BinaryOp::Mul, x, k.extra_output(node, x, ".mask"), out, g, {true, false})[0];
-      else
-        gx = g;  // fixed to inference: the identity
+      else gx = g;  // fixed to inference: the identity
       break;
     case OpKind::MaxPool2d: gx = k.node(OpKind::MaxPool2dGrad, {g, x}, I, x); break;
     case OpKind::AvgPool2d: {
@@ -365,7 +364,8 @@ void autodiff(Graph& g) {
 
 std::vector<bool> live_nodes(const Graph& g, const std::vector<int>& roots, int end) {
   std::vector<bool> need_value(g.values().size(), false), run(g.nodes().size(), false);
-  for (int r : roots) if (r >= 0) need_value[size_t(r)] = true;
+  for (int r : roots)
+    if (r >= 0) need_value[size_t(r)] = true;
   for (int i = end - 1; i >= 0; --i) {
     const Node& n = g.nodes()[size_t(i)];
     bool live = false;

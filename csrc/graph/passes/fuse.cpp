@@ -84,9 +84,9 @@ std::vector<int> Partitioner::joinable_groups(int i, const Shape& shape) {
     if (gi < 0 || is_const(v) || std::count(join.begin(), join.end(), gi)) continue;
     const Building& b = groups_[size_t(gi)];
     if (!b.open) {
-      plan_.refusals.push_back(str("cannot fuse ", node_label(g_, i), " with group ", gi, ": ",
-                                   b.reduced ? "the group ends in a reduction"
-                                             : "a value of the group is read by a node outside it first"));
+      plan_.refusals.push_back(
+          str("cannot fuse ", node_label(g_, i), " with group ", gi, ": ",
+              b.reduced ? "the group ends in a reduction" : "a value of the group is read by a node outside it first"));
     } else if (b.shape != shape) {
       plan_.refusals.push_back(str("cannot fuse ", node_label(g_, i), " with group ", gi, ": its shape ",
                                    shape_str(shape), " differs from the group's ", shape_str(b.shape)));
@@ -129,9 +129,9 @@ void Partitioner::add_reduction(int i) {
     b.open = false;
     group_of_[size_t(i)] = gi;
   } else {
-    plan_.refusals.push_back(str("cannot fuse ", node_label(g_, i), " into group ", gi, ": ",
-                                 bool_extremum ? "max/min of bool is not fused"
-                                               : "the group is closed or has another shape"));
+    plan_.refusals.push_back(
+        str("cannot fuse ", node_label(g_, i), " into group ", gi, ": ",
+            bool_extremum ? "max/min of bool is not fused" : "the group is closed or has another shape"));
   }
 }
 

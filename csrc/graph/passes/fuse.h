@@ -17,14 +17,14 @@
 namespace nexus::graph {
 
 struct FusionGroup {
-  std::vector<int> nodes;    // node indices, in graph order (elementwise ops, then maybe one Reduce)
-  std::vector<int> inputs;   // values read from outside the group (Const values excluded)
-  std::vector<int> consts;   // values of Const nodes the group reads (inlined as constants)
-  std::vector<int> outputs;  // values used after the group (or roots); a reduction group: its result
-  int anchor = -1;           // a MatMul/Conv2d node whose output the group's first op reads: a
-                             // bias + activation epilogue the engine can run on the GEMM's tiles
-  int64_t bytes_unfused = 0; // bytes the member ops read and write one by one (per batch row
-  int64_t bytes_fused = 0;   // when the shape has kBatch), and the group reads and writes fused
+  std::vector<int> nodes;     // node indices, in graph order (elementwise ops, then maybe one Reduce)
+  std::vector<int> inputs;    // values read from outside the group (Const values excluded)
+  std::vector<int> consts;    // values of Const nodes the group reads (inlined as constants)
+  std::vector<int> outputs;   // values used after the group (or roots); a reduction group: its result
+  int anchor = -1;            // a MatMul/Conv2d node whose output the group's first op reads: a
+                              // bias + activation epilogue the engine can run on the GEMM's tiles
+  int64_t bytes_unfused = 0;  // bytes the member ops read and write one by one (per batch row
+  int64_t bytes_fused = 0;    // when the shape has kBatch), and the group reads and writes fused
 };
 
 struct FusionPlan {

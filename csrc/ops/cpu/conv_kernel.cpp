@@ -63,8 +63,7 @@ ConvSizes conv_sizes(const Conv2dGeometry& g) {
 
 // col[(ci*kh + i)*kw + j][p] = x[ci][oh*sh - ph + i][ow*sw - pw + j] (p = oh*ow_n + ow), or 0
 // in the padding. Rows of col are ld elements apart, so images of a group sit side by side.
-template <class T>
-void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t ld) {
+template <class T> void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t ld) {
   const int64_t oh_n = g.out_h(), ow_n = g.out_w();
   for (int64_t ci = 0; ci < g.c; ++ci) {
     const T* plane = x + ci * g.h * g.w;
@@ -81,8 +80,10 @@ void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t ld) {
           }
           const T* src = plane + (oh * g.stride_h - g.pad_h + i) * g.w - g.pad_w + j;
           for (int64_t ow = 0; ow < rw.lo; ++ow) out[ow] = T(0);
-          if (g.stride_w == 1) for (int64_t ow = rw.lo; ow < rw.hi; ++ow) out[ow] = src[ow];
-          else for (int64_t ow = rw.lo; ow < rw.hi; ++ow) out[ow] = src[ow * g.stride_w];
+          if (g.stride_w == 1)
+            for (int64_t ow = rw.lo; ow < rw.hi; ++ow) out[ow] = src[ow];
+          else
+            for (int64_t ow = rw.lo; ow < rw.hi; ++ow) out[ow] = src[ow * g.stride_w];
           for (int64_t ow = rw.hi; ow < ow_n; ++ow) out[ow] = T(0);
         }
       }
@@ -91,8 +92,7 @@ void im2col(const Conv2dGeometry& g, const T* x, T* col, int64_t ld) {
 }
 
 // The adjoint of im2col: dx = 0, then each col entry is added to the pixel it was read from.
-template <class T>
-void col2im(const Conv2dGeometry& g, const T* col, int64_t ld, T* dx) {
+template <class T> void col2im(const Conv2dGeometry& g, const T* col, int64_t ld, T* dx) {
   const int64_t oh_n = g.out_h(), ow_n = g.out_w();
   std::fill(dx, dx + g.c * g.h * g.w, T(0));
   for (int64_t ci = 0; ci < g.c; ++ci) {
@@ -141,8 +141,7 @@ Conv2dGeometry unpadded(const Conv2dGeometry& g) {
   return p;
 }
 
-template <class T>
-const T* pad_image(const Conv2dGeometry& g, const T* x, T* padded) {
+template <class T> const T* pad_image(const Conv2dGeometry& g, const T* x, T* padded) {
   if (g.pad_h == 0 && g.pad_w == 0) return x;
   const int64_t ph = g.h + 2 * g.pad_h, pw = g.w + 2 * g.pad_w;
   std::fill(padded, padded + g.c * ph * pw, T(0));
@@ -157,9 +156,8 @@ const T* pad_image(const Conv2dGeometry& g, const T* x, T* padded) {
 // One unpadded image, register-blocked: R output pixels of a row at a time, each a vector of K
 // channel sums kept in registers across all taps; then y[k][pixel] = acc[pixel][k]. wt is w
 // transposed to [tap][K] (zero beyond k), bias K wide.
-template <class T, int64_t KB>
-void conv_image_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* wt,
-                             const T* bias, T* acc, T* y) {
+template <class T, int64_t KB> void conv_image_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x,
+                                                      const T* wt, const T* bias, T* acc, T* y) {
   constexpr int64_t K = KB, R = 4;
   typedef T V __attribute__((vector_size(sizeof(T) * K)));  // (a `using` would drop the attribute)
   const int64_t oh_n = g.out_h(), ow_n = g.out_w(), sw = g.stride_w;
@@ -195,8 +193,7 @@ void conv_image_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, 
 // dwt[tap][0..k) += sum over pixels of x[pixel + tap] * dy[0..k)[pixel], four pixels' products
 // summed in separate registers. dyt: scratch of pixels*K for dy transposed to [pixel][k].
 template <class T, int64_t KB>
-void conv_image_dw_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* dy,
-                          T* dyt, T* dwt) {
+void conv_image_dw_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* dy, T* dyt, T* dwt) {
   constexpr int64_t K = KB;
   typedef T V __attribute__((vector_size(sizeof(T) * K)));  // (a `using` would drop the attribute)
   const int64_t oh_n = g.out_h(), ow_n = g.out_w(), sw = g.stride_w;
@@ -232,8 +229,7 @@ void conv_image_dw_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* 
 }
 
 // Runs fn(b) for each image of [b0, b1) over the pool.
-template <class Fn>
-void for_images(int64_t b0, int64_t b1, const Fn& fn) {
+template <class Fn> void for_images(int64_t b0, int64_t b1, const Fn& fn) {
   parallel_for(b1 - b0, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = b0 + begin; b < b0 + end; ++b) fn(b);
   });
@@ -247,8 +243,7 @@ void group_col(const Conv2dGeometry& g, const ConvSizes& s, const T* x, int64_t 
 }
 
 // (k, images*pixels) <-> the images' (k, pixels) blocks of y / dy.
-template <class T>
-void gather_group(const ConvSizes& s, int64_t k, const T* y, int64_t b0, int64_t b1, T* yg) {
+template <class T> void gather_group(const ConvSizes& s, int64_t k, const T* y, int64_t b0, int64_t b1, T* yg) {
   const int64_t ld = (b1 - b0) * s.pixels;
   for_images(b0, b1, [&](int64_t b) {
     for (int64_t kk = 0; kk < k; ++kk) {
@@ -267,14 +262,12 @@ struct Window {
 
 Window pool_window(const Pool2dGeometry& g, int64_t oh, int64_t ow) {
   const int64_t h0 = oh * g.stride_h - g.pad, w0 = ow * g.stride_w - g.pad;
-  return {std::max<int64_t>(h0, 0), std::min(h0 + g.kh, g.h), std::max<int64_t>(w0, 0),
-          std::min(w0 + g.kw, g.w)};
+  return {std::max<int64_t>(h0, 0), std::min(h0 + g.kh, g.h), std::max<int64_t>(w0, 0), std::min(w0 + g.kw, g.w)};
 }
 
 // Runs fn(plane) for each of the n*c planes, in parallel chunks of about kElementwiseGrain
 // window reads each.
-template <class Fn>
-void for_each_plane(const Pool2dGeometry& g, const Fn& fn) {
+template <class Fn> void for_each_plane(const Pool2dGeometry& g, const Fn& fn) {
   const int64_t work = std::max<int64_t>(1, g.out_h() * g.out_w() * g.kh * g.kw);
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / work);
   parallel_for(g.n * g.c, grain, [&](int64_t begin, int64_t end) {
@@ -284,8 +277,7 @@ void for_each_plane(const Pool2dGeometry& g, const Fn& fn) {
 
 // Max and its flat index over one window. Like PyTorch, a NaN always takes over, so any NaN in
 // the window makes the output NaN. pad <= kernel/2 guarantees the window is not empty.
-template <class T>
-void window_max(const T* plane, int64_t width, const Window& win, T* out, int64_t* out_idx) {
+template <class T> void window_max(const T* plane, int64_t width, const Window& win, T* out, int64_t* out_idx) {
   T best = -std::numeric_limits<T>::infinity();
   int64_t best_idx = win.h0 * width + win.w0;
   for (int64_t ih = win.h0; ih < win.h1; ++ih) {
@@ -308,40 +300,34 @@ void window_max(const T* plane, int64_t width, const Window& win, T* out, int64_
 void check_conv2d(const Conv2dGeometry& g, const char* op) {
   NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
   NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0 && g.k > 0 && g.kh > 0 && g.kw > 0, op,
-           ": sizes must be positive, got input (", g.n, ", ", g.c, ", ", g.h, ", ", g.w,
-           ") and weight (", g.k, ", ", g.c, ", ", g.kh, ", ", g.kw, ")");
-  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ",
-           pair_str(g.stride_h, g.stride_w));
-  NX_CHECK(g.pad_h >= 0 && g.pad_w >= 0, op, ": padding must be non-negative, got ",
-           pair_str(g.pad_h, g.pad_w));
-  NX_CHECK(g.kh <= g.h + 2 * g.pad_h && g.kw <= g.w + 2 * g.pad_w, op, ": kernel ", g.kh, "x",
-           g.kw, " is larger than the padded input ", g.h + 2 * g.pad_h, "x", g.w + 2 * g.pad_w,
-           " (padding ", pair_str(g.pad_h, g.pad_w),
-           "); valid: kernel <= input + 2*padding");
+           ": sizes must be positive, got input (", g.n, ", ", g.c, ", ", g.h, ", ", g.w, ") and weight (", g.k, ", ",
+           g.c, ", ", g.kh, ", ", g.kw, ")");
+  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ", pair_str(g.stride_h, g.stride_w));
+  NX_CHECK(g.pad_h >= 0 && g.pad_w >= 0, op, ": padding must be non-negative, got ", pair_str(g.pad_h, g.pad_w));
+  NX_CHECK(g.kh <= g.h + 2 * g.pad_h && g.kw <= g.w + 2 * g.pad_w, op, ": kernel ", g.kh, "x", g.kw,
+           " is larger than the padded input ", g.h + 2 * g.pad_h, "x", g.w + 2 * g.pad_w, " (padding ",
+           pair_str(g.pad_h, g.pad_w), "); valid: kernel <= input + 2*padding");
 }
 
 void check_pool2d(const Pool2dGeometry& g, const char* op) {
   NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
-  NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0, op, ": sizes must be positive, got input (", g.n, ", ",
-           g.c, ", ", g.h, ", ", g.w, ")");
+  NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0, op, ": sizes must be positive, got input (", g.n, ", ", g.c, ", ", g.h, ", ",
+           g.w, ")");
   NX_CHECK(g.kh > 0 && g.kw > 0, op, ": kernel size must be positive, got ", g.kh, "x", g.kw);
-  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ",
-           pair_str(g.stride_h, g.stride_w));
+  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ", pair_str(g.stride_h, g.stride_w));
   NX_CHECK(g.pad >= 0, op, ": padding must be non-negative, got ", g.pad);
-  NX_CHECK(2 * g.pad <= g.kh && 2 * g.pad <= g.kw, op, ": padding ", g.pad,
-           " is more than half the kernel ", g.kh, "x", g.kw,
-           "; valid: padding <= kernel / 2 = ", std::min(g.kh, g.kw) / 2);
+  NX_CHECK(2 * g.pad <= g.kh && 2 * g.pad <= g.kw, op, ": padding ", g.pad, " is more than half the kernel ", g.kh, "x",
+           g.kw, "; valid: padding <= kernel / 2 = ", std::min(g.kh, g.kw) / 2);
   NX_CHECK(g.kh <= g.h + 2 * g.pad && g.kw <= g.w + 2 * g.pad, op, ": kernel ", g.kh, "x", g.kw,
-           " is larger than the padded input ", g.h + 2 * g.pad, "x", g.w + 2 * g.pad,
-           " (padding ", g.pad, "); valid: kernel <= input + 2*padding");
+           " is larger than the padded input ", g.h + 2 * g.pad, "x", g.w + 2 * g.pad, " (padding ", g.pad,
+           "); valid: kernel <= input + 2*padding");
 }
 
 // ---- conv2d -------------------------------------------------------------------------------------
 
 // Groups are independent forward, so they run in parallel, each task with its own scratch (the
 // gemms inside then run inline). A single group (one huge image) keeps the pool for its gemm.
-template <class T>
-void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const ConvSizes s = conv_sizes(g);
   if (direct_conv(g, s)) {
     const int64_t kb = direct_width(g.k);
@@ -349,8 +335,7 @@ void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bi
     for (int64_t t = 0; t < s.taps; ++t)
       for (int64_t k = 0; k < kb; ++k) wt.data()[t * kb + k] = k < g.k ? w[k * s.taps + t] : T(0);
     for (int64_t k = 0; k < kb; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
-    auto image = kb == 8 ? conv_image_direct<T, 8> : kb == 16 ? conv_image_direct<T, 16>
-                                                           : conv_image_direct<T, 32>;
+    auto image = kb == 8 ? conv_image_direct<T, 8> : kb == 16 ? conv_image_direct<T, 16> : conv_image_direct<T, 32>;
     const Conv2dGeometry gp = unpadded(g);
     parallel_for(g.n, 1, [&](int64_t b0, int64_t b1) {
       alloc::Scratch<T> acc(static_cast<size_t>(s.pixels * kb)), xp(static_cast<size_t>(gp.c * gp.h * gp.w));
@@ -382,8 +367,7 @@ void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bi
 }
 
 // out[k] = the sum of the runs' partials [run][k], added in run order (the same on every call).
-template <class T>
-void add_runs(const std::vector<Acc>& partials, int64_t runs, int64_t k_n, T* out) {
+template <class T> void add_runs(const std::vector<Acc>& partials, int64_t runs, int64_t k_n, T* out) {
   for (int64_t k = 0; k < k_n; ++k) {
     Acc sum = 0;
     for (int64_t r = 0; r < runs; ++r) sum += partials[size_t(r * k_n + k)];
@@ -392,15 +376,15 @@ void add_runs(const std::vector<Acc>& partials, int64_t runs, int64_t k_n, T* ou
 }
 
 // dw and dbias with the direct kernel: one partial per thread's run of images, added in order.
-template <class T>
-void conv_backward_weight_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* dy,
-                                 T* dw, T* dbias) {
+template <class T> void conv_backward_weight_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x,
+                                                    const T* dy, T* dw, T* dbias) {
   const int64_t runs = std::max<int64_t>(1, std::min<int64_t>(g.n, num_threads()));
   const int64_t kb = direct_width(g.k), dw_size = kb * s.taps;
   alloc::Scratch<T> dwt_runs(static_cast<size_t>(runs * dw_size));  // [run][tap][kb]
   std::vector<Acc> bias_runs(static_cast<size_t>(runs * g.k), Acc(0));
-  auto image = kb == 8 ? conv_image_dw_direct<T, 8> : kb == 16 ? conv_image_dw_direct<T, 16>
-                                                               : conv_image_dw_direct<T, 32>;
+  auto image = kb == 8    ? conv_image_dw_direct<T, 8>
+               : kb == 16 ? conv_image_dw_direct<T, 16>
+                          : conv_image_dw_direct<T, 32>;
   const Conv2dGeometry gp = unpadded(g);
   parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
     alloc::Scratch<T> dyt(static_cast<size_t>(s.pixels * kb)), xp(static_cast<size_t>(gp.c * gp.h * gp.w));
@@ -435,8 +419,7 @@ void conv_backward_weight_direct(const Conv2dGeometry& g, const ConvSizes& s, co
 // (dbias in double), and the runs are added in order, so the result is the same on every call
 // with the same thread count.
 template <class T>
-void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw,
-                     T* dbias) {
+void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias) {
   const ConvSizes s = conv_sizes(g);
   if (direct_conv(g, s) && (dw != nullptr || dbias != nullptr)) {
     conv_backward_weight_direct(g, s, x, dy, dw, dbias);
@@ -470,9 +453,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
         }
         if (dx != nullptr) {
           gemm<T>(true, false, s.taps, ld, g.k, T(1), w, s.taps, dyg.data(), ld, T(0), col.data(), ld);
-          for_images(b0, b1, [&](int64_t b) {
-            col2im(g, col.data() + (b - b0) * s.pixels, ld, dx + b * s.in_img);
-          });
+          for_images(b0, b1, [&](int64_t b) { col2im(g, col.data() + (b - b0) * s.pixels, ld, dx + b * s.in_img); });
         }
       }
     }
@@ -489,8 +470,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
 
 // ---- max pooling --------------------------------------------------------------------------------
 
-template <class T>
-void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax) {
+template <class T> void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax) {
   const int64_t oh_n = g.out_h(), ow_n = g.out_w();
   for_each_plane(g, [&](int64_t p) {
     const T* plane = x + p * g.h * g.w;
@@ -534,8 +514,7 @@ void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argm
   });
 }
 
-template <class T>
-void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx) {
+template <class T> void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx) {
   const int64_t out_plane = g.out_h() * g.out_w(), in_plane = g.h * g.w;
   for_each_plane(g, [&](int64_t p) {
     T* plane = dx + p * in_plane;
@@ -548,8 +527,7 @@ void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* ar
 
 // ---- average pooling ----------------------------------------------------------------------------
 
-template <class T>
-void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y) {
+template <class T> void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y) {
   const int64_t oh_n = g.out_h(), ow_n = g.out_w();
   const Acc scale = Acc(1) / Acc(g.kh * g.kw);
   for_each_plane(g, [&](int64_t p) {
@@ -568,8 +546,7 @@ void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y) {
   });
 }
 
-template <class T>
-void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
+template <class T> void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
   const int64_t oh_n = g.out_h(), ow_n = g.out_w();
   const Acc scale = Acc(1) / Acc(g.kh * g.kw);
   for_each_plane(g, [&](int64_t p) {
@@ -590,13 +567,12 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
 
 // ---- explicit instantiations ----------------------------------------------------------------
 
-#define NX_INSTANTIATE_CONV_KERNELS(T)                                                         \
-  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);    \
-  template void conv2d_backward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, T*, \
-                                   T*);                                                        \
-  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);          \
-  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);   \
-  template void avg_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*);                    \
+#define NX_INSTANTIATE_CONV_KERNELS(T)                                                               \
+  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);          \
+  template void conv2d_backward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, T*, T*); \
+  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);                \
+  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);         \
+  template void avg_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*);                          \
   template void avg_pool2d_backward<T>(const Pool2dGeometry&, const T*, T*);
 
 NX_INSTANTIATE_CONV_KERNELS(float)

@@ -44,31 +44,25 @@ void check_conv2d(const Conv2dGeometry& g, const char* op);
 void check_pool2d(const Pool2dGeometry& g, const char* op);
 
 // y = conv(x, w) + bias. bias (k) may be null. im2col + gemm, parallel over the batch.
-template <class T>
-void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
 
 // Gradients of conv2d_forward given dy (n, k, out_h, out_w). Any of dx (n, c, h, w),
 // dw (k, c, kh, kw) and dbias (k) may be null. dw and dbias are summed over the batch in a fixed
 // order, so they are bitwise reproducible for a given thread count.
 template <class T>
-void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw,
-                     T* dbias);
+void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias);
 
 // y = max over each window. argmax (same shape as y, may be null) receives the winning flat index
 // into the input's h*w plane. A NaN in a window wins (the output is NaN), as in PyTorch.
-template <class T>
-void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax);
+template <class T> void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax);
 
 // dx = zeros, then dx[plane][argmax] += dy for each output element.
-template <class T>
-void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx);
+template <class T> void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx);
 
 // y = sum over each window / (kh * kw).
-template <class T>
-void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y);
+template <class T> void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y);
 
 // dx = zeros, then each dy / (kh * kw) is spread over its window.
-template <class T>
-void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx);
+template <class T> void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx);
 
 }  // namespace nexus::ops

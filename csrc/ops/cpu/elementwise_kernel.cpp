@@ -11,8 +11,12 @@
 namespace nexus::ops::cpu {
 namespace {
 
-struct Half { uint16_t bits; };
-struct BHalf { uint16_t bits; };
+struct Half {
+  uint16_t bits;
+};
+struct BHalf {
+  uint16_t bits;
+};
 
 template <class T> double to_double(T v) { return static_cast<double>(v); }
 template <> double to_double(Half v) { return fp16_to_float(v.bits); }
@@ -34,8 +38,7 @@ template <class U> U from_double(double v) {
 template <> Half from_double(double v) { return {float_to_fp16(float(v))}; }
 template <> BHalf from_double(double v) { return {float_to_bf16(float(v))}; }
 
-template <class Fn>
-void dispatch_storage(DType t, Fn&& fn) {
+template <class Fn> void dispatch_storage(DType t, Fn&& fn) {
   switch (t) {
     case DType::Float32: return fn(float{});
     case DType::Float64: return fn(double{});
@@ -47,8 +50,7 @@ void dispatch_storage(DType t, Fn&& fn) {
   }
 }
 
-template <class U, class T>
-U convert(T v) {
+template <class U, class T> U convert(T v) {
   if constexpr (std::is_same_v<U, T>) return v;
   else if constexpr (std::is_same_v<T, float> && std::is_same_v<U, Half>) return {float_to_fp16(v)};
   else if constexpr (std::is_same_v<T, float> && std::is_same_v<U, BHalf>) return {float_to_bf16(v)};
@@ -59,8 +61,7 @@ U convert(T v) {
 }
 
 // out[i] = f(x[i]) with byte strides s.
-template <class R, class A, class F>
-inline void unary_loop(char** p, const int64_t* s, int64_t n, F f) {
+template <class R, class A, class F> inline void unary_loop(char** p, const int64_t* s, int64_t n, F f) {
   R* o = reinterpret_cast<R*>(p[0]);
   const A* a = reinterpret_cast<const A*>(p[1]);
   if (s[0] == sizeof(R) && s[1] == sizeof(A)) {
@@ -71,8 +72,7 @@ inline void unary_loop(char** p, const int64_t* s, int64_t n, F f) {
   }
 }
 
-template <class R, class A, class F>
-inline void binary_loop(char** p, const int64_t* s, int64_t n, F f) {
+template <class R, class A, class F> inline void binary_loop(char** p, const int64_t* s, int64_t n, F f) {
   R* o = reinterpret_cast<R*>(p[0]);
   const A* a = reinterpret_cast<const A*>(p[1]);
   const A* b = reinterpret_cast<const A*>(p[2]);
@@ -86,20 +86,18 @@ inline void binary_loop(char** p, const int64_t* s, int64_t n, F f) {
     for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
   } else {
     for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<R*>(p[0] + i * s[0]) = f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
-                                                 *reinterpret_cast<const A*>(p[2] + i * s[2]));
+      *reinterpret_cast<R*>(p[0] + i * s[0]) =
+          f(*reinterpret_cast<const A*>(p[1] + i * s[1]), *reinterpret_cast<const A*>(p[2] + i * s[2]));
   }
 }
 
-template <class T, class F>
-void run_unary(const Tensor& out, const Tensor& x, F f) {
+template <class T, class F> void run_unary(const Tensor& out, const Tensor& x, F f) {
   StridedLoop<2>(out.shape(), {&out, &x}).run([&](char** p, const int64_t* s, int64_t n) {
     unary_loop<T, T>(p, s, n, f);
   });
 }
 
-template <class R, class T, class F>
-void run_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+template <class R, class T, class F> void run_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   StridedLoop<3>(out.shape(), {&out, &a, &b}).run([&](char** p, const int64_t* s, int64_t n) {
     binary_loop<R, T>(p, s, n, f);
   });
@@ -107,13 +105,11 @@ void run_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 
 // The scalar math is the op's kern:: function (float32 transcendentals: vec_math's polynomials,
 // float64: libm, integers: the integer rule), inlined into the loops above.
-template <class T>
-void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
+template <class T> void unary_typed(UnaryOp op, const Tensor& out, const Tensor& x) {
   kern::with_unary<T>(op, [&](auto f) { run_unary<T>(out, x, f); });
 }
 
-template <class T>
-void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+template <class T> void binary_typed(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   kern::with_binary<T>(op, [&](auto f) { run_binary<decltype(f(T{}, T{})), T>(out, a, b, f); });
 }
 
@@ -165,8 +161,7 @@ Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
   Strides st(shape.size(), 0);
   size_t off = shape.size() - t.shape().size();
-  for (size_t i = 0; i < t.shape().size(); ++i)
-    st[off + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  for (size_t i = 0; i < t.shape().size(); ++i) st[off + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
   return Tensor::view_of(t.storage(), t.offset(), shape, st, t.dtype());
 }
 

@@ -7,7 +7,7 @@
 
 namespace nexus::ops::cpu {
 
-void cast_kernel(const Tensor& dst, const Tensor& src);    // any dtypes, same shape
+void cast_kernel(const Tensor& dst, const Tensor& src);  // any dtypes, same shape
 void fill_kernel(const Tensor& out, double value);
 void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& x);
 void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);

@@ -13,10 +13,9 @@
 
 namespace nexus::ops::cpu {
 
-template <int N>
-struct StridedLoop {
-  std::vector<int64_t> shape;                     // after merging, innermost last
-  std::array<std::vector<int64_t>, N> strides;    // bytes
+template <int N> struct StridedLoop {
+  std::vector<int64_t> shape;                   // after merging, innermost last
+  std::array<std::vector<int64_t>, N> strides;  // bytes
   std::array<char*, N> base;
 
   // operands[i] must have shape `shape` (broadcast views already applied).
@@ -45,8 +44,7 @@ struct StridedLoop {
     }
   }
 
-  template <class Inner>
-  void run(Inner inner, int64_t grain = kElementwiseGrain) const {
+  template <class Inner> void run(Inner inner, int64_t grain = kElementwiseGrain) const {
     const int64_t n_inner = shape.back();
     const size_t nd = shape.size();
     std::array<int64_t, N> inner_stride;

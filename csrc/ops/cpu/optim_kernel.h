@@ -21,7 +21,7 @@ struct OptimSegment {
   void* m = nullptr;  // SGD momentum buffer / Adam first moment; null when unused
   void* v = nullptr;  // Adam second moment; null when unused
   // Per-parameter coefficients (they differ when parameters have taken different step counts).
-  double buf_keep = 0, buf_add = 0;     // SGD: buf = buf_keep*buf + buf_add*d (first step: 0, 1)
+  double buf_keep = 0, buf_add = 0;      // SGD: buf = buf_keep*buf + buf_add*d (first step: 0, 1)
   double step_size = 0, bias2_sqrt = 0;  // Adam: lr / (1 - beta1^t), sqrt(1 - beta2^t)
 };
 
@@ -32,8 +32,8 @@ struct SgdCoeffs {
 
 struct AdamCoeffs {
   double grad_scale;
-  double l2;            // Adam: weight_decay added to the gradient; AdamW: 0
-  double decay;         // AdamW: 1 - lr*weight_decay applied to the parameter; Adam: 1
+  double l2;     // Adam: weight_decay added to the gradient; AdamW: 0
+  double decay;  // AdamW: 1 - lr*weight_decay applied to the parameter; Adam: 1
   double one_minus_beta1, beta2, one_minus_beta2, eps;
 };
 

@@ -15,11 +15,9 @@ namespace {
 constexpr int64_t kLanes = 16;
 constexpr int64_t kBlock = 1 << 14;
 
-template <class T>
-using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+template <class T> using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
-template <class T>
-SumAcc<T> sum_block(const T* x, int64_t n) {
+template <class T> SumAcc<T> sum_block(const T* x, int64_t n) {
   if constexpr (std::is_floating_point_v<T>) {
     T lanes[kLanes] = {};
     int64_t i = 0;
@@ -37,15 +35,13 @@ SumAcc<T> sum_block(const T* x, int64_t n) {
 }
 
 // max/min with numpy's NaN propagation.
-template <class T>
-inline T pick(ReduceOp op, T acc, T v) {
+template <class T> inline T pick(ReduceOp op, T acc, T v) {
   bool nan = false;
   if constexpr (std::is_floating_point_v<T>) nan = v != v;
   return (nan || (op == ReduceOp::Max ? v > acc : v < acc)) ? v : acc;
 }
 
-template <class T>
-T extremum_block(ReduceOp op, const T* x, int64_t n) {
+template <class T> T extremum_block(ReduceOp op, const T* x, int64_t n) {
   T lanes[kLanes];
   for (int64_t j = 0; j < kLanes; ++j) lanes[j] = x[0];
   int64_t i = 0;
@@ -63,16 +59,14 @@ T extremum_block(ReduceOp op, const T* x, int64_t n) {
 }
 
 // Reduces one contiguous row; R is the output type.
-template <class T, class R>
-R reduce_row(ReduceOp op, const T* x, int64_t n) {
+template <class T, class R> R reduce_row(ReduceOp op, const T* x, int64_t n) {
   if (op != ReduceOp::Sum) return R(extremum_block(op, x, n));
   SumAcc<T> acc = 0;
   for (int64_t b = 0; b < n; b += kBlock) acc += sum_block(x + b, std::min(kBlock, n - b));
   return R(acc);
 }
 
-template <class T, class R>
-void reduce_rows(ReduceOp op, R* out, const T* x, int64_t rows, int64_t n) {
+template <class T, class R> void reduce_rows(ReduceOp op, R* out, const T* x, int64_t rows, int64_t n) {
   if (rows == 1 && n > 2 * kBlock) {  // one long row: fixed blocks in parallel, combined in order
     int64_t nblocks = (n + kBlock - 1) / kBlock;
     std::vector<SumAcc<T>> sums(size_t(op == ReduceOp::Sum ? nblocks : 0));
@@ -100,8 +94,7 @@ void reduce_rows(ReduceOp op, R* out, const T* x, int64_t rows, int64_t n) {
 }
 
 // out[a, j] = reduce_r x[a, r, j] for a contiguous (A, R, B) block; vectorised along j.
-template <class T, class R>
-void reduce_middle(ReduceOp op, R* out, const T* x, int64_t A, int64_t Rn, int64_t B) {
+template <class T, class R> void reduce_middle(ReduceOp op, R* out, const T* x, int64_t A, int64_t Rn, int64_t B) {
   using Acc = std::conditional_t<std::is_same_v<R, T>, T, SumAcc<T>>;
   int64_t cols_per_task = std::max<int64_t>(64, kElementwiseGrain / std::max<int64_t>(Rn, 1));
   int64_t col_tasks = (B + cols_per_task - 1) / cols_per_task;
@@ -184,8 +177,7 @@ void argmax_kernel(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) 
     using T = decltype(t);
     const T* px = x.data<T>();
     int64_t* po = out.data<int64_t>();
-    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1)),
-                 [&](int64_t b, int64_t e) {
+    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const T* row = px + r * n;
         int64_t best = 0;

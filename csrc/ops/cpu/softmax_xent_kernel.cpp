@@ -10,8 +10,7 @@
 namespace nexus::ops::cpu {
 namespace {
 
-template <class T>
-T exp_of(T v) {
+template <class T> T exp_of(T v) {
   if constexpr (std::is_same_v<T, float>) return vec::exp(v);
   else return std::exp(v);
 }
@@ -21,8 +20,7 @@ int64_t row_grain(int64_t classes) { return std::max<int64_t>(1, kElementwiseGra
 }  // namespace
 
 template <class T>
-void xent_forward(const T* x, const int64_t* labels, int64_t rows, int64_t classes, T* nll, T* shift,
-                  T* logsum) {
+void xent_forward(const T* x, const int64_t* labels, int64_t rows, int64_t classes, T* nll, T* shift, T* logsum) {
   parallel_for(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * classes;
@@ -46,9 +44,8 @@ void xent_forward(const T* x, const int64_t* labels, int64_t rows, int64_t class
   });
 }
 
-template <class T>
-void xent_backward(const T* x, const int64_t* labels, const T* shift, const T* logsum, const T* g,
-                   int64_t g_stride, int64_t rows, int64_t classes, T* dx) {
+template <class T> void xent_backward(const T* x, const int64_t* labels, const T* shift, const T* logsum, const T* g,
+                                      int64_t g_stride, int64_t rows, int64_t classes, T* dx) {
   parallel_for(rows, row_grain(classes), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + r * classes;
@@ -61,11 +58,10 @@ void xent_backward(const T* x, const int64_t* labels, const T* shift, const T* l
 }
 
 template void xent_forward<float>(const float*, const int64_t*, int64_t, int64_t, float*, float*, float*);
-template void xent_forward<double>(const double*, const int64_t*, int64_t, int64_t, double*, double*,
-                                   double*);
-template void xent_backward<float>(const float*, const int64_t*, const float*, const float*, const float*,
-                                   int64_t, int64_t, int64_t, float*);
-template void xent_backward<double>(const double*, const int64_t*, const double*, const double*,
-                                    const double*, int64_t, int64_t, int64_t, double*);
+template void xent_forward<double>(const double*, const int64_t*, int64_t, int64_t, double*, double*, double*);
+template void xent_backward<float>(const float*, const int64_t*, const float*, const float*, const float*, int64_t,
+                                   int64_t, int64_t, float*);
+template void xent_backward<double>(const double*, const int64_t*, const double*, const double*, const double*, int64_t,
+                                    int64_t, int64_t, double*);
 
 }  // namespace nexus::ops::cpu

@@ -12,13 +12,11 @@ namespace nexus::ops::cpu {
 // shift[r] (the row's max) and logsum[r] = log(sum(exp(x[r] - shift[r]))): the backward's
 // exp((x - shift) - logsum) then stays exact where x - logsumexp(x) would round (|x| ~ 1000).
 template <class T>
-void xent_forward(const T* x, const int64_t* labels, int64_t rows, int64_t classes, T* nll, T* shift,
-                  T* logsum);
+void xent_forward(const T* x, const int64_t* labels, int64_t rows, int64_t classes, T* nll, T* shift, T* logsum);
 
 // dx[r, j] = (softmax(x[r])[j] - (j == labels[r])) * g[r * g_stride]
 // (g_stride 0: one gradient for every row, as after a sum or mean).
-template <class T>
-void xent_backward(const T* x, const int64_t* labels, const T* shift, const T* logsum, const T* g,
-                   int64_t g_stride, int64_t rows, int64_t classes, T* dx);
+template <class T> void xent_backward(const T* x, const int64_t* labels, const T* shift, const T* logsum, const T* g,
+                                      int64_t g_stride, int64_t rows, int64_t classes, T* dx);
 
 }  // namespace nexus::ops::cpu

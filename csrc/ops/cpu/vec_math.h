@@ -29,8 +29,7 @@ inline std::uint32_t to_bits(float f) { return std::bit_cast<std::uint32_t>(f); 
 inline float from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
 
 // a*b + c: one rounding (vfmadd) where the target has FMA, else two.
-template <class T>
-inline T fmadd(T a, T b, T c) {
+template <class T> inline T fmadd(T a, T b, T c) {
 #ifdef __FMA__
   return std::fma(a, b, c);
 #else
@@ -47,8 +46,7 @@ inline float select(bool c, float a, float b) {
 }
 inline double select(bool c, double a, double b) {
   const std::uint64_t m = 0u - static_cast<std::uint64_t>(c);
-  return std::bit_cast<double>((std::bit_cast<std::uint64_t>(a) & m) |
-                               (std::bit_cast<std::uint64_t>(b) & ~m));
+  return std::bit_cast<double>((std::bit_cast<std::uint64_t>(a) & m) | (std::bit_cast<std::uint64_t>(b) & ~m));
 }
 
 // min(max(x, lo), hi) that keeps NaN; as selects, so GCC cannot thread the clamped constants.
@@ -58,26 +56,23 @@ inline float clamp(float x, float lo, float hi) {
 }
 
 // Horner: poly(x, c0, c1, ..., cn) = c0 + x*(c1 + x*(... + x*cn)).
-template <class T>
-inline T poly(T, T c0) { return c0; }
-template <class T, class... C>
-inline T poly(T x, T c0, C... cs) { return fmadd(poly(x, cs...), x, c0); }
+template <class T> inline T poly(T, T c0) { return c0; }
+template <class T, class... C> inline T poly(T x, T c0, C... cs) { return fmadd(poly(x, cs...), x, c0); }
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kShifter = 0x1.8p23f;         // adding it rounds |v| < 2^22 to an integer
-constexpr float kLog2e = 0x1.715476p+0f;      // 1/ln 2
-constexpr float kLn2Hi = 0x1.63p-1f;          // ln 2 = kLn2Hi + kLn2Lo; kLn2Hi has 9 bits, so
-constexpr float kLn2Lo = -0x1.bd0106p-13f;    // n*kLn2Hi is exact for |n| < 2^15 (Cody-Waite)
-constexpr float kGeluA = 0x1.988454p+0f;      // 2*sqrt(2/pi): gelu(x) = x*sigmoid(A*(x + B*x^3))
-constexpr float kGeluB = 0x1.6e4e26p-5f;      // 0.044715
+constexpr float kShifter = 0x1.8p23f;             // adding it rounds |v| < 2^22 to an integer
+constexpr float kLog2e = 0x1.715476p+0f;          // 1/ln 2
+constexpr float kLn2Hi = 0x1.63p-1f;              // ln 2 = kLn2Hi + kLn2Lo; kLn2Hi has 9 bits, so
+constexpr float kLn2Lo = -0x1.bd0106p-13f;        // n*kLn2Hi is exact for |n| < 2^15 (Cody-Waite)
+constexpr float kGeluA = 0x1.988454p+0f;          // 2*sqrt(2/pi): gelu(x) = x*sigmoid(A*(x + B*x^3))
+constexpr float kGeluB = 0x1.6e4e26p-5f;          // 0.044715
 constexpr double kGeluAd = 0x1.9884533d43651p+0;  // 2*sqrt(2/pi) in double
 
 // 2/pi cut into 29-bit pieces (bits 1-29, 30-58, ... 175-203 after the binary point), so a float
 // (24-bit significand) times a piece is exact in double. 203 bits reduce every finite float.
-constexpr double kTwoOverPi[7] = {0x1.45f306dp-1,   0x1.9391054p-30,  0x1.4fe13abp-59,
-                                  0x1.d1f534dp-88,  0x1.b81b6c5p-117, 0x1.5993c4p-148,
-                                  0x1.c820ff2p-175};
+constexpr double kTwoOverPi[7] = {0x1.45f306dp-1,   0x1.9391054p-30, 0x1.4fe13abp-59, 0x1.d1f534dp-88,
+                                  0x1.b81b6c5p-117, 0x1.5993c4p-148, 0x1.c820ff2p-175};
 
 // y mod 4, into [-2, 2], exact for every double y. (std::floor would not vectorize under the
 // default -ftrapping-math; nearbyint does.)
@@ -109,10 +104,10 @@ inline float sin_shifted(float x, double shift) {
   const double z = t * t;
   // sin(t*pi/2)/t and cos(t*pi/2) for t^2 in [0, 0.2505]: own minimax fits in double,
   // relative error 4.6e-12 and 5.7e-11 (the float result then rounds once).
-  const double s = t * poly(z, 0x1.921fb5443ae19p+0, -0x1.4abbce5633eeap-1,
-                            0x1.466bba7992656p-4, -0x1.32ca7ccc8f535p-8, 0x1.4bbfecdf2798dp-13);
-  const double c = poly(z, 0x1.ffffffff836fdp-1, -0x1.3bd3cc6e1d398p+0, 0x1.03c1da8ab409dp-2,
-                        -0x1.55c4da4506798p-6, 0x1.d99b02daba48fp-11);
+  const double s = t * poly(z, 0x1.921fb5443ae19p+0, -0x1.4abbce5633eeap-1, 0x1.466bba7992656p-4, -0x1.32ca7ccc8f535p-8,
+                            0x1.4bbfecdf2798dp-13);
+  const double c = poly(z, 0x1.ffffffff836fdp-1, -0x1.3bd3cc6e1d398p+0, 0x1.03c1da8ab409dp-2, -0x1.55c4da4506798p-6,
+                        0x1.d99b02daba48fp-11);
   const double v = select(std::fabs(q) == 1.0, c, s);
   return static_cast<float>(select((q < 0.0) | (q > 1.5), -v, v));
 }
@@ -129,8 +124,7 @@ inline float exp(float x) {
   float r = fmadd(n, -kLn2Hi, x);
   r = fmadd(n, -kLn2Lo, r);
   // e^r = 1 + r + r^2*P(r) on |r| <= ln2/2: own minimax fit, relative error 3.1e-9.
-  const float p = poly(r, 0x1.fffffcp-2f, 0x1.555492p-3f, 0x1.5558f2p-5f, 0x1.1239d4p-7f,
-                       0x1.6a244cp-10f);
+  const float p = poly(r, 0x1.fffffcp-2f, 0x1.555492p-3f, 0x1.5558f2p-5f, 0x1.1239d4p-7f, 0x1.6a244cp-10f);
   const float er = 1.0f + fmadd(r * r, p, r);
   const auto ni = static_cast<std::int32_t>(to_bits(t) - to_bits(kShifter));  // [-150, 129]
   const std::int32_t n1 = ni >> 1, n2 = ni - n1;
@@ -150,12 +144,11 @@ inline float log(float x) {
   const float f = from_bits((ix & 0x7fffffu) + 0x3f3504f3u) - 1.0f;
   const float kf = static_cast<float>(k) - select(sub, 23.0f, 0.0f);
   // log1p(f) = f + f^2*Q(f): own minimax fit, relative error of Q 7.5e-9.
-  const float q = poly(f, -0x1p-1f, 0x1.55554ep-2f, -0x1p-2f, 0x1.99a138p-3f, -0x1.555cf0p-3f,
-                       0x1.237beap-3f, -0x1.fc57f4p-4f, 0x1.e35276p-4f, -0x1.dbab24p-4f,
-                       0x1.1929cep-4f);
+  const float q = poly(f, -0x1p-1f, 0x1.55554ep-2f, -0x1p-2f, 0x1.99a138p-3f, -0x1.555cf0p-3f, 0x1.237beap-3f,
+                       -0x1.fc57f4p-4f, 0x1.e35276p-4f, -0x1.dbab24p-4f, 0x1.1929cep-4f);
   float r = fmadd(kf, kLn2Hi, fmadd(kf, kLn2Lo, fmadd(f * f, q, f)));
   r = select(x == kInf, kInf, r);
-  r = select(x == 0.0f, -kInf, r);  // log(+-0) = -inf
+  r = select(x == 0.0f, -kInf, r);       // log(+-0) = -inf
   return select(!(x >= 0.0f), kNaN, r);  // negative or NaN
 }
 
@@ -164,8 +157,8 @@ inline float tanh(float x) {
   using namespace detail;
   const float z = x * x;
   // tanh(x) = x + x^3*T(x^2) on x^2 <= 0.390625: own minimax fit, relative error of T 1.3e-7.
-  const float small = fmadd(x * z, poly(z, -0x1.555552p-2f, 0x1.110e1ep-3f, -0x1.b925a2p-5f,
-                                        0x1.58054cp-6f, -0x1.8f91b4p-8f), x);
+  const float small =
+      fmadd(x * z, poly(z, -0x1.555552p-2f, 0x1.110e1ep-3f, -0x1.b925a2p-5f, 0x1.58054cp-6f, -0x1.8f91b4p-8f), x);
   const float e = vec::exp(-2.0f * std::fabs(x));  // in [0, 1]: no overflow, tanh(+-inf) = +-1
   const float big = (1.0f - e) / (1.0f + e);
   // NaN takes `big`, which is NaN; copysign also keeps tanh(-0) = -0.
