@@ -311,7 +311,7 @@ def all_gather(x) -> list:
     is_tensor = isinstance(x, _C.Tensor)
     if is_tensor:
         if x.dtype.name == "bfloat16":
-            return [_C.astype(_C.from_numpy(p), x._dtype)
+            return [_C.astype(_C.from_numpy(p), x.dtype.code)
                     for p in all_gather(x.astype("float32").numpy())]
         a = np.ascontiguousarray(x.numpy()).reshape(x.shape)
     elif isinstance(x, np.ndarray):
