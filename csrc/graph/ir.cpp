@@ -62,6 +62,11 @@ int64_t Graph::value_bytes(int id, int64_t batch) const {
 }
 
 int64_t Graph::node_bytes(const Node& n, int64_t batch) const {
+  // A view (what the backward's transposes and broadcasts are) moves no bytes: its reader reads.
+  const OpKind k = n.kind;
+  if (k == OpKind::Permute || k == OpKind::Expand || k == OpKind::Unsqueeze || k == OpKind::Select ||
+      k == OpKind::Slice)
+    return 0;
   int64_t b = 0;
   for (int v : n.inputs) b += value_bytes(v, batch);
   for (int v : n.outputs)

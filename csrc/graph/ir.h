@@ -115,7 +115,7 @@ class Graph {
   const Value& value(int id) const { return values_.at(size_t(id)); }
   // The bytes of value `id` with the batch dimension at `batch`.
   int64_t value_bytes(int id, int64_t batch) const;
-  // The bytes node n reads and writes when it runs on its own.
+  // The bytes node n reads and writes when it runs on its own (0 for a view).
   int64_t node_bytes(const Node& n, int64_t batch) const;
 
   std::vector<int> params;       // value ids, in declaration order
