@@ -19,9 +19,13 @@ static bool is_source(OpKind k) { return k == OpKind::Input || k == OpKind::Para
   std::string where = str("layer '", n.name, "' (", graph::kind_name(n.kind), "): ");
   try {
     throw;
-  } catch (const TypeError& e) { throw TypeError(where + e.what()); } catch (const IndexError& e) {
+  } catch (const TypeError& e) {
+    throw TypeError(where + e.what());
+  } catch (const IndexError& e) {
     throw IndexError(where + e.what());
-  } catch (const ValueError& e) { throw ValueError(where + e.what()); }
+  } catch (const ValueError& e) {
+    throw ValueError(where + e.what());
+  }
 }
 
 Tensor ShapeInference::dummy(const graph::Graph& g, int value) const {
@@ -60,7 +64,9 @@ void ShapeInference::infer(graph::Graph& g, size_t from_node) {
       } else {
         t = typed(n.kind) ? run_typed_node(n, in, v) : run_forward_node(n, in, /*training=*/false);
       }
-    } catch (const std::invalid_argument&) { rethrow_naming(n); } catch (const std::out_of_range&) {
+    } catch (const std::invalid_argument&) {
+      rethrow_naming(n);
+    } catch (const std::out_of_range&) {
       rethrow_naming(n);
     }
     v.shape = t.shape();
