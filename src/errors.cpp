@@ -12,15 +12,23 @@ void bind_errors(py::module_& m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const TypeError& e) { PyErr_SetString(PyExc_TypeError, e.what()); } catch (const IndexError& e) {
+    } catch (const TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const IndexError& e) {
       PyErr_SetString(PyExc_IndexError, e.what());
-    } catch (const ValueError& e) { PyErr_SetString(PyExc_ValueError, e.what()); } catch (const OSError& e) {
+    } catch (const ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const OSError& e) {
       // OSError(errno, message, filename) is an instance of the subclass for errno.
       py::object err = py::handle(PyExc_OSError)(e.error_number(), e.what(), e.path());
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(err.ptr())), err.ptr());
+    } catch (const MemoryError& e) {
+      PyErr_SetString(PyExc_MemoryError, e.what());
     } catch (const ZeroDivisionError& e) {
       PyErr_SetString(PyExc_ZeroDivisionError, e.what());
-    } catch (const InternalError& e) { py::set_error(nexus_error, e.what()); }
+    } catch (const InternalError& e) {
+      py::set_error(nexus_error, e.what());
+    }
   });
 }
 

@@ -2,6 +2,7 @@
 //   NX_CHECK*  — the caller passed something wrong; becomes ValueError / TypeError / IndexError in
 //                Python, with a message naming the op, the shapes and what would be valid.
 //   OSError    — a file operation failed; becomes FileNotFoundError, PermissionError, ...
+//   MemoryError — an impossible size or a failed allocation; becomes MemoryError.
 //   NX_ASSERT  — a Nexus invariant broke; becomes NexusError "internal error, please report".
 // Library code never exits the process.
 #pragma once
@@ -46,6 +47,13 @@ class OSError : public std::runtime_error {
 class ZeroDivisionError : public std::domain_error {
  public:
   using std::domain_error::domain_error;
+};
+
+// A size no allocation can have (an element count or byte size past what the process can
+// address), or an allocation that failed: Python's MemoryError, naming the shape and the bytes.
+class MemoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 class InternalError : public std::logic_error {

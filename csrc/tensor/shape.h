@@ -10,7 +10,12 @@ namespace nexus {
 using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
+// The element count; MemoryError when it does not fit in int64 (a shape no tensor can have).
 int64_t numel(const Shape& shape);
+// numel(shape) * itemsize in bytes; MemoryError naming `what`, the shape and the bytes when the
+// product passes PTRDIFF_MAX (the most one allocation can address). The one size check every
+// allocation goes through.
+size_t checked_bytes(const Shape& shape, int64_t itemsize, const char* what);
 Strides contiguous_strides(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "(2, 3)", "(4,)", "()"
 

@@ -2,6 +2,7 @@
 
 #include "tensor/allocator.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -10,8 +11,19 @@ namespace nexus {
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (d == 0) return 0;  // an empty tensor, however large its other dims
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw MemoryError(str("shape ", shape_str(shape), " has more than 2^63 elements"));
   return n;
+}
+
+size_t checked_bytes(const Shape& shape, int64_t itemsize, const char* what) {
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(numel(shape), itemsize, &bytes) || bytes > PTRDIFF_MAX)
+    throw MemoryError(str(what, ": shape ", shape_str(shape), " needs more than 2^63 bytes"));
+  return size_t(bytes);
 }
 
 Strides contiguous_strides(const Shape& shape) {
@@ -88,7 +100,14 @@ Storage::~Storage() {
 // ---- Tensor ----------------------------------------------------------------------------------
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   for (int64_t d : shape) NX_CHECK(d >= 0, "negative dimension ", d, " in shape ", shape_str(shape));
-  auto storage = std::make_shared<Storage>(size_t(nexus::numel(shape) * itemsize(dtype)));
+  const size_t bytes = checked_bytes(shape, itemsize(dtype), "tensor");
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>(bytes);
+  } catch (const std::bad_alloc&) {
+    throw MemoryError(
+        str("cannot allocate ", bytes, " bytes for a ", dtype_name(dtype), " tensor of shape ", shape_str(shape)));
+  }
   return view_of(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
 }
 

@@ -436,3 +436,23 @@ def test_one_element_tensors_convert_to_python_scalars():
 def test_scalar_conversion_of_many_elements_raises_value_error(convert):
     with pytest.raises(ValueError):
         convert(nx.tensor([1.0, 2.0]))
+
+
+# Sizes no tensor can have: the element count or the byte size overflows int64. Before the checked
+# size, ones((2^62,)) allocated 2^64 mod 2^64 = 0 bytes and filled past them (a segfault), and
+# ones((2^40, 2^30)) counted 2^70 mod 2^64 = 0 elements and returned an empty tensor.
+@pytest.mark.parametrize("factory", [nx.ones, nx.zeros, nx.rand])
+def test_a_byte_size_past_the_address_space_is_a_memory_error_naming_the_shape(factory):
+    with pytest.raises(MemoryError, match=r"shape \(4611686018427387904,\) needs more than 2\^63 bytes"):
+        factory((1 << 62,))
+
+
+@pytest.mark.parametrize("shape", [(1 << 40, 1 << 30), (1 << 31, 1 << 31, 1 << 31)])
+def test_an_element_count_past_int64_is_a_memory_error_not_an_empty_tensor(shape):
+    with pytest.raises(MemoryError, match="more than 2\\^63 elements"):
+        nx.ones(shape)
+
+
+def test_a_zero_dimension_makes_an_empty_tensor_whatever_the_other_dims():
+    t = nx.zeros((1 << 40, 1 << 30, 0))
+    assert t.shape == (1 << 40, 1 << 30, 0) and t.numel() == 0
