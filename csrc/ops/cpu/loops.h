@@ -20,6 +20,11 @@ template <int N> struct StridedLoop {
 
   // operands[i] must have shape `shape` (broadcast views already applied).
   StridedLoop(const Shape& full_shape, const std::array<const Tensor*, N>& operands) {
+    if (numel(full_shape) == 0) {  // nothing to visit; merging the other dims could overflow
+      shape = {0};
+      for (int k = 0; k < N; ++k) strides[k] = {0};
+      return;
+    }
     std::array<std::vector<int64_t>, N> st;
     for (int k = 0; k < N; ++k) {
       base[k] = static_cast<char*>(operands[k]->raw_data());
