@@ -31,7 +31,9 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     s[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
+    // Only an empty tensor's other dims can multiply past int64 (numel checks the rest): its
+    // strides are never walked, so 0 serves.
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(shape[i], 1), &acc)) acc = 0;
   }
   return s;
 }
