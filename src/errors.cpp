@@ -1,4 +1,5 @@
-// C++ error types -> Python: ValueError, TypeError, IndexError, OSError (its errno subclass), and
+// C++ error types -> Python: ValueError, TypeError, IndexError, OSError (its errno subclass),
+// RuntimeError (a device that cannot be used), NotImplementedError, and
 // NexusError for broken invariants ("internal error, please report").
 #include "base/error.h"
 #include "bindings.h"
@@ -26,6 +27,10 @@ void bind_errors(py::module_& m) {
       PyErr_SetString(PyExc_MemoryError, e.what());
     } catch (const ZeroDivisionError& e) {
       PyErr_SetString(PyExc_ZeroDivisionError, e.what());
+    } catch (const DeviceError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
     } catch (const InternalError& e) {
       py::set_error(nexus_error, e.what());
     }

@@ -56,6 +56,19 @@ class MemoryError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A device that cannot be used: no driver, no device, a backend not built or not loaded.
+// Python's RuntimeError, saying what is missing and what to install.
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// An op that exists but not for this device yet: Python's NotImplementedError.
+class NotImplementedError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
 class InternalError : public std::logic_error {
  public:
   using std::logic_error::logic_error;

@@ -1,5 +1,6 @@
 #include "tensor/tensor.h"
 
+#include "device/backend.h"
 #include "tensor/allocator.h"
 
 #include <cstdint>
@@ -86,26 +87,32 @@ DType promote_types(DType a, DType b) {
 }
 
 // ---- Storage ---------------------------------------------------------------------------------
-Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  if (!device.is_cpu()) {
+    device::Backend& b = device::backend(device);
+    data_ = b.allocate(nbytes, device.index);
+    deleter_ = [&b, index = device.index](void* p) { b.release(p, index); };
+    return;
+  }
   alloc::Block b = alloc::allocate(nbytes);
   data_ = b.data;
   deleter_ = [capacity = b.capacity](void* p) { alloc::release({p, capacity}); };
 }
 
-Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
-    : data_(data), nbytes_(nbytes), deleter_(std::move(deleter)) {}
+Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter, Device device)
+    : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
 Storage::~Storage() {
   if (deleter_) deleter_(data_);
 }
 
 // ---- Tensor ----------------------------------------------------------------------------------
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape) NX_CHECK(d >= 0, "negative dimension ", d, " in shape ", shape_str(shape));
   const size_t bytes = checked_bytes(shape, itemsize(dtype), "tensor");
   std::shared_ptr<Storage> storage;
   try {
-    storage = std::make_shared<Storage>(bytes);
+    storage = std::make_shared<Storage>(bytes, device);
   } catch (const std::bad_alloc&) {
     throw MemoryError(
         str("cannot allocate ", bytes, " bytes for a ", dtype_name(dtype), " tensor of shape ", shape_str(shape)));
@@ -113,9 +120,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return view_of(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  std::memset(t.raw_data(), 0, size_t(t.numel() * itemsize(dtype)));
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (device.is_cpu()) std::memset(t.raw_data(), 0, size_t(t.numel() * itemsize(dtype)));
+  else device::backend(device).fill(t, 0.0);
   return t;
 }
 
@@ -127,6 +135,11 @@ Tensor Tensor::view_of(std::shared_ptr<Storage> storage, int64_t offset, Shape s
   impl->strides = std::move(strides);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
+}
+
+void Tensor::throw_not_on_host() const {
+  throw NotImplementedError(str("a ", device().str(), " tensor reached code that reads host memory: this operation ",
+                                "has no ", device().str(), " kernel yet; move the tensor with .cpu() first"));
 }
 
 bool Tensor::is_contiguous() const {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/shape.h"
 
@@ -19,18 +20,22 @@ struct AutogradMeta;
 
 class Storage {
  public:
-  explicit Storage(size_t nbytes);                                         // owned, 64-byte aligned
-  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter);  // borrowed
+  // Owned: 64-byte aligned on the host, from the device's backend elsewhere.
+  explicit Storage(size_t nbytes, Device device = Device::cpu());
+  // Borrowed: `deleter` frees it (host memory unless `device` says otherwise).
+  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter, Device device = Device::cpu());
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
 
  private:
   void* data_;
   size_t nbytes_;
+  Device device_;
   std::function<void(void*)> deleter_;
 };
 
@@ -48,8 +53,8 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  static Tensor empty(const Shape& shape, DType dtype);
-  static Tensor zeros(const Shape& shape, DType dtype);
+  static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu());
   // A view of existing storage.
   static Tensor view_of(std::shared_ptr<Storage> storage, int64_t offset, Shape shape, Strides strides, DType dtype);
 
@@ -65,10 +70,19 @@ class Tensor {
   int64_t dim(int64_t i) const { return impl_->shape[size_t(i)]; }
   int64_t offset() const { return impl_->offset; }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  Device device() const { return impl_->storage->device(); }
   bool is_contiguous() const;
 
+  // The first element's address, on the tensor's device (a device pointer for a CUDA tensor).
   void* raw_data() const { return static_cast<char*>(impl_->storage->data()) + impl_->offset * itemsize(impl_->dtype); }
-  template <class T> T* data() const { return static_cast<T*>(raw_data()); }
+  // The first element for host code: NotImplementedError for a tensor on a device, whose memory
+  // the host cannot read (an op without a device kernel reaching a host loop fails here, not
+  // with a segmentation fault).
+  template <class T> T* data() const {
+    if (!device().is_cpu()) [[unlikely]]
+      throw_not_on_host();
+    return static_cast<T*>(raw_data());
+  }
 
   // autograd (defined in autograd/engine.cpp)
   bool requires_grad() const;
@@ -80,6 +94,7 @@ class Tensor {
   Tensor detach() const;  // same storage, no autograd
 
  private:
+  [[noreturn]] void throw_not_on_host() const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

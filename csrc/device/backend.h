@@ -1,0 +1,62 @@
+// The seam between the core and a device backend. The core includes no CUDA header: a backend
+// (cuda/, built as the extension nexus._C_cuda) implements this interface and registers itself
+// when it is loaded; the op front ends in ops/ send the kernels of non-host tensors here.
+//
+// Every kernel receives what the CPU kernels in ops/cpu receive: operands on one device of this
+// backend, already broadcast to the output's shape (views with stride 0 where broadcast) and in
+// their compute dtype (no float16/bfloat16 except in cast); outputs are freshly allocated and
+// contiguous unless the comment says otherwise. Kernels may run asynchronously on the device's
+// current stream; copies to the host return when the bytes are there.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "base/reduce_op.h"
+#include "ops/op_kind.h"
+#include "tensor/device.h"
+#include "tensor/tensor.h"
+
+namespace nexus::device {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // ---- devices and memory ----
+  virtual int device_count() = 0;  // 0 where there is no driver or no device; never throws
+  // Throws RuntimeError saying what is missing (no driver, no device, index out of range).
+  virtual void check_device(int index) = 0;
+  // At least nbytes on device `index`, 256-byte aligned; MemoryError naming the size when the
+  // device has no memory left even after the cache is emptied.
+  virtual void* allocate(size_t nbytes, int index) = 0;
+  virtual void release(void* ptr, int index) = 0;
+  // Contiguous bytes between any two places (host or a device of this backend); returns when
+  // the destination holds them where the destination is the host.
+  virtual void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = 0;
+  virtual void synchronize(int index) = 0;
+
+  // ---- kernels ----
+  virtual void cast(const Tensor& dst, const Tensor& src) = 0;  // any dtypes, same shape; dst may be strided
+  virtual void fill(const Tensor& out, double value) = 0;
+  virtual void unary(ops::UnaryOp op, const Tensor& out, const Tensor& x) = 0;
+  virtual void binary(ops::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+  // out: the kept dims' shape (keepdims or not), contiguous; axes: sorted, unique, non-empty;
+  // Sum/Max/Min. Sums add in a fixed order (the same result run to run).
+  virtual void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes) = 0;
+  // Index of the first maximum along the last axis of a contiguous (rows, n) tensor; NaN wins.
+  virtual void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) = 0;
+  // out = a @ b per batch: a (batch..., m, k), b (batch..., k, n) with equal batch dims (views,
+  // maybe transposed or broadcast), out (batch..., m, n) contiguous; float32 or float64.
+  virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+};
+
+// Registers the backend of a device type (called once, when its extension loads).
+void register_backend(DeviceType type, Backend* backend);
+// The backend for `device`, with the device checked; RuntimeError when it is not loaded.
+Backend& backend(Device device);
+bool has_backend(DeviceType type);
+
+}  // namespace nexus::device
