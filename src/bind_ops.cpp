@@ -33,12 +33,14 @@ void bind_ops(py::module_& m) {
 
   auto nogil = py::call_guard<py::gil_scoped_release>();
   // creation
-  m.def("full", &ops::full, nogil);
+  m.def("full", &ops::full, py::arg("shape"), py::arg("value"), py::arg("dtype"), py::arg("device") = Device::cpu(),
+        nogil);
   m.def("arange", &ops::arange, nogil);
   m.def("rand", &ops::rand, nogil);
   m.def("randn", &ops::randn, nogil);
   m.def("manual_seed", &ops::manual_seed);
   m.def("astype", &ops::astype, nogil);
+  m.def("to_device", &ops::to_device, nogil);
   m.def("contiguous", [](const Tensor& x) { return ops::contiguous(x); }, nogil);
   m.def("clone", [](const Tensor& x) { return ops::contiguous(x, /*force_copy=*/true); }, nogil);
   m.def("copy_", &ops::copy_, nogil);

@@ -16,7 +16,32 @@ static py::tuple to_tuple(const std::vector<int64_t>& v) {
   return t;
 }
 
+// nx.device, as torch.device: device("cuda:1"), device("cuda", 1); a string converts to it
+// wherever a device is asked for. "cuda" means cuda:0.
+static void bind_device(py::module_& m) {
+  py::class_<Device>(m, "device")
+      .def(py::init([](const std::string& text) { return parse_device(text); }), py::arg("type"))
+      .def(py::init([](const std::string& type, int index) {
+             NX_CHECK(type == "cuda" || (type == "cpu" && index == 0), "device(", type, ", ", index,
+                      "): valid: ('cuda', N) with N >= 0, or ('cpu', 0)");
+             return parse_device(type + ":" + std::to_string(index));
+           }),
+           py::arg("type"), py::arg("index"))
+      .def_property_readonly("type", [](const Device& d) { return d.is_cpu() ? "cpu" : "cuda"; })
+      .def_property_readonly("index",
+                             [](const Device& d) { return d.is_cpu() ? py::none() : py::object(py::int_(d.index)); })
+      .def("__str__", &Device::str)
+      .def("__repr__",
+           [](const Device& d) {
+             return d.is_cpu() ? std::string("device(type='cpu')") : str("device(type='cuda', index=", d.index, ")");
+           })
+      .def("__eq__", [](const Device& a, const Device& b) { return a == b; })
+      .def("__hash__", [](const Device& d) { return std::hash<std::string>()(d.str()); });
+  py::implicitly_convertible<std::string, Device>();
+}
+
 py::class_<Tensor> bind_tensor(py::module_& m) {
+  bind_device(m);
   py::enum_<DType>(m, "DType")
       .value("float32", DType::Float32)
       .value("float64", DType::Float64)
@@ -32,7 +57,7 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       .def_property_readonly("_dtype", &Tensor::dtype)
       .def_property_readonly("ndim", &Tensor::ndim)
       .def("numel", &Tensor::numel)
-      .def_property_readonly("device", [](const Tensor&) { return "cpu"; })
+      .def_property_readonly("device", &Tensor::device)
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); })
       .def_property("requires_grad", &Tensor::requires_grad, &Tensor::set_requires_grad)

@@ -175,20 +175,29 @@ std::vector<py::ssize_t> byte_strides(const Tensor& t) {
 // would be frozen into the trace. numpy then falls back to __array__, which the tracer refuses.
 static thread_local bool t_buffer_exports = true;
 
+// numpy and DLPack's CPU capsule read host memory: a device tensor is copied with .cpu() first.
+static void check_host(const Tensor& t, const char* what) {
+  NX_CHECK_TYPE(t.device().is_cpu(), "can't convert a ", t.device().str(), " tensor to ", what,
+                "; copy it to the host first with .cpu()");
+}
+
 void bind_buffer(py::module_& m, py::class_<Tensor>& tensor) {
   tensor.def_buffer([](const Tensor& t) {
     NX_CHECK_TYPE(t_buffer_exports, "nx.jit: the buffer protocol on a tensor while tracing");
+    check_host(t, "a buffer");
     return py::buffer_info(t.raw_data(), itemsize(t.dtype()),
                            py::str(to_numpy_dtype(t.dtype()).attr("char")).cast<std::string>(), t.ndim(), t.shape(),
                            byte_strides(t));
   });
   tensor.def("numpy", [](py::object self) {
     const Tensor& t = self.cast<const Tensor&>();
+    check_host(t, "numpy");
     return py::array(to_numpy_dtype(t.dtype()), t.shape(), byte_strides(t), t.raw_data(), self);
   });
   tensor.def(
       "__dlpack__",
       [](const Tensor& t, py::object stream, py::object max_version, py::object dl_device, py::object copy) {
+        check_host(t, "a DLPack capsule");
         return to_dlpack(t);
       },
       py::arg("stream") = py::none(), py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(),

@@ -22,8 +22,9 @@ Backend& backend(Device device) {
   NX_ASSERT(!device.is_cpu(), "the host has no registered backend");
   Backend* b = g_cuda.load();
   if (!b)
-    throw DeviceError(str("cannot use ", device.str(), ": the CUDA backend is not loaded (nx.cuda.is_available() ",
-                          "says why; `nexus info` shows whether this build has it)"));
+    throw DeviceError(str("cannot use ", device.str(), ": this installation of nexus has no CUDA backend (it was ",
+                          "built without a CUDA toolkit; `nexus info` shows the build): reinstall where nvcc is ",
+                          "on PATH"));
   b->check_device(device.index);
   return *b;
 }

@@ -1,11 +1,13 @@
 // conv2d and 2-D pooling front ends (NCHW): validate, stage as contiguous float/double, call the
 // kernels in ops/cpu/conv_kernel.cpp, record the backward rule.
 #include "ops/derivatives.h"
+#include "ops/dispatch.h"
 #include "ops/internal.h"
 
 namespace nexus::ops {
 
 static void check_nchw(const Tensor& x, const char* op) {
+  require_host(op, {x});
   NX_CHECK(x.ndim() == 4, op, ": input must be 4-D (N, C, H, W), got shape ", shape_str(x.shape()));
   NX_CHECK_TYPE(is_floating(x.dtype()), op, ": expected a floating-point input, got ", dtype_name(x.dtype()));
 }
@@ -13,6 +15,7 @@ static void check_nchw(const Tensor& x, const char* op) {
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
               int64_t pad_w) {
   check_nchw(x, "conv2d");
+  require_host("conv2d", {w, bias});
   NX_CHECK(w.ndim() == 4, "conv2d: weight must be 4-D (K, C, KH, KW), got shape ", shape_str(w.shape()));
   NX_CHECK(w.shape()[1] == x.shape()[1], "conv2d: weight of shape ", shape_str(w.shape()), " expects ", w.shape()[1],
            " input channels, but the input of shape ", shape_str(x.shape()), " has ", x.shape()[1]);

@@ -58,7 +58,7 @@ static Tensor meta(const Shape& shape, DType dtype) {
 }
 
 Tensor slice_grad(const Tensor& g, const Shape& in_shape, int64_t axis, int64_t start, int64_t stop, int64_t step) {
-  Tensor out = Tensor::zeros(in_shape, g.dtype());
+  Tensor out = Tensor::zeros(in_shape, g.dtype(), g.device());
   copy_(ops::slice(out, axis, start, stop, step), g);
   return out;
 }

@@ -1,17 +1,18 @@
 // Elementwise front ends: broadcasting, type promotion, half-precision staging, autograd.
 #include <cmath>
 
-#include "ops/cpu/kernels.h"
+#include "device/backend.h"
 #include "ops/cpu/loops.h"
 #include "ops/derivatives.h"
+#include "ops/dispatch.h"
 #include "ops/internal.h"
 
 namespace nexus::ops {
 
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  Tensor out = Tensor::empty(x.shape(), dtype);
-  cpu::cast_kernel(out, x);
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  kernel::cast(out, x);
   return out;
 }
 
@@ -23,13 +24,27 @@ Tensor astype(const Tensor& x, DType dtype) {
   return out;
 }
 
-Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor out = Tensor::empty(shape, dtype);
-  cpu::fill_kernel(out, value);
+Tensor to_device(const Tensor& x, Device device) {
+  if (x.device() == device) return x;
+  Tensor src = contiguous(x.detach());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), device);
+  const size_t bytes = size_t(x.numel() * itemsize(x.dtype()));
+  if (bytes > 0)
+    device::backend(device.is_cpu() ? x.device() : device)
+        .copy_bytes(out.raw_data(), device, src.raw_data(), x.device(), bytes);
+  const Device from = x.device();
+  return autograd::record("to", out, {x}, [from](const Tensor& g, const std::vector<bool>&) {
+    return std::vector<Tensor>{to_device(g, from)};
+  });
+}
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor out = Tensor::empty(shape, dtype, device);
+  kernel::fill(out, value);
   return out;
 }
 
-Tensor scalar_like(double value, const Tensor& like) { return full({}, value, like.dtype()); }
+Tensor scalar_like(double value, const Tensor& like) { return full({}, value, like.dtype(), like.device()); }
 Tensor mul_scalar(const Tensor& a, double s) { return mul(a, scalar_like(s, a)); }
 Tensor add_scalar(const Tensor& a, double s) { return add(a, scalar_like(s, a)); }
 
@@ -50,8 +65,8 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   DType dt = unary_result_dtype(op, x.dtype());
   DType cdt = compute_dtype(dt);
   Tensor xc = cast(x, cdt);
-  Tensor out = Tensor::empty(x.shape(), cdt);
-  cpu::unary_kernel(op, out, xc);
+  Tensor out = Tensor::empty(x.shape(), cdt, x.device());
+  kernel::unary(op, out, xc);
   out = cast(out, dt);
   if (is_backward_only(op)) return out;
   return autograd::record(op_name(op).data(), out, {x}, grad::unary(op, x, out.detach()));
@@ -59,7 +74,7 @@ Tensor unary(UnaryOp op, const Tensor& x) {
 
 // True when some element of b (an integer or bool tensor) satisfies pred.
 template <class Pred> static bool any_of(const Tensor& b, Pred pred) {
-  Tensor v = contiguous(cast(b.detach(), DType::Int64));
+  Tensor v = contiguous(cast(to_device(b.detach(), Device::cpu()), DType::Int64));
   const int64_t* p = v.data<int64_t>();
   for (int64_t i = 0; i < v.numel(); ++i)
     if (pred(p[i])) return true;
@@ -93,13 +108,14 @@ Shape binary_shape(BinaryOp op, const Tensor& a, const Tensor& b) {
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op).data();
   Shape shape = binary_shape(op, a, b);
+  const Device dev = common_device(name, {a, b});
   DType dt = binary_common_dtype(op, a.dtype(), b.dtype());
   check_integer_operands(op, dt, b);
   DType cdt = compute_dtype(dt);
-  Tensor ac = cpu::broadcast_view(cast(a, cdt), shape);
-  Tensor bc = cpu::broadcast_view(cast(b, cdt), shape);
-  Tensor out = Tensor::empty(shape, is_comparison(op) ? DType::Bool : cdt);
-  cpu::binary_kernel(op, out, ac, bc);
+  Tensor ac = cpu::broadcast_view(cast(to_device(a, dev), cdt), shape);
+  Tensor bc = cpu::broadcast_view(cast(to_device(b, dev), cdt), shape);
+  Tensor out = Tensor::empty(shape, is_comparison(op) ? DType::Bool : cdt, dev);
+  kernel::binary(op, out, ac, bc);
   if (is_comparison(op)) return out;
   out = cast(out, dt);
   if (is_backward_only(op)) return out;
@@ -108,19 +124,21 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  const Device dev = common_device("where", {cond, a, b});
   DType dt = promote_types(a.dtype(), b.dtype());
   DType cdt = compute_dtype(dt);
-  Tensor out = Tensor::empty(shape, cdt);
-  cpu::where_kernel(out, cpu::broadcast_view(cast(cond, DType::Bool), shape), cpu::broadcast_view(cast(a, cdt), shape),
-                    cpu::broadcast_view(cast(b, cdt), shape));
+  Tensor out = Tensor::empty(shape, cdt, dev);
+  kernel::where(out, cpu::broadcast_view(cast(to_device(cond, dev), DType::Bool), shape),
+                cpu::broadcast_view(cast(to_device(a, dev), cdt), shape),
+                cpu::broadcast_view(cast(to_device(b, dev), cdt), shape));
   out = cast(out, dt);
   return autograd::record("where", out, {Tensor(), a, b}, grad::where(cond, a, b));
 }
 
 Tensor contiguous(const Tensor& x, bool force_copy) {
   if (x.is_contiguous() && !force_copy) return x;
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
-  cpu::cast_kernel(out, x);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  kernel::cast(out, x);
   return autograd::record("contiguous", out, {x},
                           [](const Tensor& g, const std::vector<bool>&) { return std::vector<Tensor>{g}; });
 }
@@ -130,8 +148,9 @@ void copy_(const Tensor& dst, const Tensor& src) {
            shape_str(src.shape()), " into shape ", shape_str(dst.shape()),
            " (as numpy: the value's shape must broadcast to the target's)");
   // A source sharing the destination's storage may overlap it: read it from a copy, as numpy.
-  const Tensor s = src.storage() == dst.storage() ? contiguous(src.detach(), true) : src;
-  cpu::cast_kernel(dst, cpu::broadcast_view(s, dst.shape()));
+  const Tensor moved = to_device(src.detach(), dst.device());
+  const Tensor s = moved.storage() == dst.storage() ? contiguous(moved, true) : moved;
+  kernel::cast(dst, cpu::broadcast_view(s, dst.shape()));
 }
 
 }  // namespace nexus::ops

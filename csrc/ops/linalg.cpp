@@ -2,9 +2,11 @@
 // batch dims broadcast. Each (m, k) x (k, n) product is one BLAS GEMM (float/double), reading
 // transposed views in place where their strides allow.
 #include "base/thread_pool.h"
+#include "device/backend.h"
 #include "ops/blas.h"
 #include "ops/cpu/loops.h"
 #include "ops/derivatives.h"
+#include "ops/dispatch.h"
 #include "ops/internal.h"
 
 namespace nexus::ops {
@@ -80,6 +82,7 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   NX_CHECK(ka == kb, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()), " are not aligned: ", ka,
            " (dim ", a.ndim() - 1, ") != ", kb, " (dim ", b.ndim() - 2, ")");
   NX_CHECK_TYPE(a.dtype() != DType::Bool && b.dtype() != DType::Bool, "matmul: not supported for bool tensors");
+  const Device dev = common_device("matmul", {a, b});
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch;
   try {
@@ -96,8 +99,15 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   so.insert(so.end(), {a.shape()[a.ndim() - 2], b.shape().back()});
   Tensor ac = cpu::broadcast_view(cast(a.detach(), cdt), sa);
   Tensor bc = cpu::broadcast_view(cast(b.detach(), cdt), sb);
-  Tensor out = Tensor::empty(so, cdt);
-  dispatch_compute(cdt, "matmul", [&](auto t) { gemm_batched<decltype(t)>(out, ac, bc); });
+  Tensor out = Tensor::empty(so, cdt, dev);
+  if (dev.is_cpu()) {
+    dispatch_compute(cdt, "matmul", [&](auto t) { gemm_batched<decltype(t)>(out, ac, bc); });
+  } else {
+    if (!is_floating(cdt))
+      throw NotImplementedError(str("matmul: integer operands are not implemented for ", dev.str(),
+                                    " tensors (cuBLAS multiplies floats); convert them with astype(nx.float32)"));
+    device::backend(dev).matmul(out, ac, bc);
+  }
   out = cast(out, dt);
   return autograd::record("matmul", out, {a, b}, grad::matmul(a, b));
 }

@@ -4,9 +4,22 @@
 
 #include "ops/cpu/softmax_xent_kernel.h"
 #include "ops/derivatives.h"
+#include "ops/dispatch.h"
 #include "ops/internal.h"
 
 namespace nexus::ops {
+
+// On a device: log_softmax and a one-hot mask from the primitives (their gradients carry it),
+// until the device has the fused kernel of the host.
+static Tensor cross_entropy_composed(const Tensor& logits, const Tensor& labels, ReduceOp reduction) {
+  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+  Tensor classes = to_device(arange(0, double(c), 1, DType::Int64), logits.device());
+  Tensor onehot = binary(BinaryOp::Eq, reshape(labels, {n, 1}), reshape(classes, {1, c}));
+  Tensor picked = mul(log_softmax(logits, 1), cast(onehot, compute_dtype(logits.dtype())));
+  Tensor nll = unary(UnaryOp::Neg, sum(picked, {1}, false));
+  Tensor out = reduction == ReduceOp::None ? nll : reduce(reduction, nll, {}, false);
+  return astype(out, logits.dtype());
+}
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduction) {
   check_reduce_op(reduction, "cross_entropy: reduction", kLossReductions);
@@ -17,7 +30,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduct
            shape_str(labels.shape()), " do not match logits of shape ", shape_str(logits.shape()), "; expected (",
            logits.shape()[0], ",)");
   int64_t n = logits.shape()[0], c = logits.shape()[1];
-  Tensor lab = contiguous(cast(labels, DType::Int64));
+  const Device dev = common_device("cross_entropy", {logits, labels});
+  Tensor lab = contiguous(cast(to_device(labels, Device::cpu()), DType::Int64));
   for (int64_t i = 0; i < n; ++i) {
     int64_t v = lab.data<int64_t>()[i];
     NX_CHECK_INDEX(v >= 0 && v < c, "cross_entropy: label ", v, " at position ", i, " is out of range for ", c,
@@ -25,6 +39,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduct
   }
   DType cdt = compute_dtype(logits.dtype());
   NX_CHECK_TYPE(is_floating(cdt), "cross_entropy: logits must be floating point, got ", dtype_name(logits.dtype()));
+  if (!dev.is_cpu()) return cross_entropy_composed(logits, to_device(lab, dev), reduction);
   Tensor x = contiguous(cast(logits.detach(), cdt));
   Tensor nll = Tensor::empty({n}, cdt), stats = Tensor::empty({2, n}, cdt);  // shift, logsum
   dispatch_float(cdt, "cross_entropy", [&](auto t) {
@@ -50,9 +65,11 @@ Tensor dropout(const Tensor& x, double p, bool training) {
 Tensor dropout_mask(const Tensor& x, double p) {
   NX_CHECK(p >= 0 && p <= 1, "dropout: p must be in [0, 1], got ", p);
   NX_CHECK_TYPE(is_floating(x.dtype()), "dropout: expected a floating-point tensor, got ", dtype_name(x.dtype()));
-  if (p == 0) return full(x.shape(), 1, x.dtype());        // nothing dropped, no random numbers drawn
-  if (p == 1) return Tensor::zeros(x.shape(), x.dtype());  // everything dropped (as torch: x * 0, gradient 0)
-  Tensor keep = binary(BinaryOp::Ge, rand(x.shape(), DType::Float32), scalar_like(p, full({}, 0, DType::Float32)));
+  if (p == 0) return full(x.shape(), 1, x.dtype(), x.device());        // nothing dropped, no random numbers drawn
+  if (p == 1) return Tensor::zeros(x.shape(), x.dtype(), x.device());  // everything dropped (x * 0, gradient 0)
+  // drawn on the host, as for a host tensor: the same seed drops the same elements on any device
+  Tensor keep =
+      binary(BinaryOp::Ge, to_device(rand(x.shape(), DType::Float32), x.device()), full({}, p, DType::Float32));
   return mul_scalar(cast(keep, x.dtype()), 1.0 / (1.0 - p));
 }
 

@@ -14,12 +14,14 @@ namespace nexus::ops {
 using Axes = std::vector<int64_t>;  // empty = all axes (for reductions)
 
 // ---- creation / conversion ----
-Tensor full(const Shape& shape, double value, DType dtype);
+Tensor full(const Shape& shape, double value, DType dtype, Device device = Device::cpu());
 Tensor arange(double start, double stop, double step, DType dtype);
 void manual_seed(uint64_t seed);
 Tensor rand(const Shape& shape, DType dtype);
 Tensor randn(const Shape& shape, DType dtype);
 Tensor astype(const Tensor& x, DType dtype);
+// x on `device` (x itself when it is there already); the gradient goes back to x's device.
+Tensor to_device(const Tensor& x, Device device);
 Tensor contiguous(const Tensor& x, bool force_copy = false);
 void copy_(const Tensor& dst, const Tensor& src);  // dst is a (possibly strided) view; broadcasts src
 

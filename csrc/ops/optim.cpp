@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/dispatch.h"
 #include "ops/cpu/optim_kernel.h"
 #include "ops/ops.h"
 
@@ -60,6 +61,7 @@ std::vector<cpu::OptimSegment> grad_segments(const std::vector<Tensor>& grads) {
 void check_param(const Tensor& p, const Tensor& g, size_t i, const Config& c) {
   const char* op = kind_name(c.kind);
   NX_CHECK(p.defined(), op, ": parameter ", i, " is undefined");
+  require_host(op, {p, g});
   DType t = p.dtype();
   NX_CHECK_TYPE(t == DType::Float32 || t == DType::Float64, op, ": parameter ", i, " has dtype ", dtype_name(t),
                 "; optimizers update float32 or float64 parameters");
@@ -97,7 +99,7 @@ void check_state(const Config& c, const std::vector<Tensor>& params, State& s) {
 }
 
 Tensor& lazy_zeros(Tensor& buf, const Tensor& like) {
-  if (!buf.defined()) buf = Tensor::zeros(like.shape(), like.dtype());
+  if (!buf.defined()) buf = Tensor::zeros(like.shape(), like.dtype(), like.device());
   return buf;
 }
 
@@ -163,6 +165,7 @@ void validate(const Config& c, double lr) {
 }
 
 double global_grad_norm(const std::vector<Tensor>& grads) {
+  for (const Tensor& t : grads) require_host("global_grad_norm", {t});
   std::vector<Tensor> g = contiguous_grads(grads, "global_grad_norm");
   return std::sqrt(cpu::sum_squares_kernel(grad_segments(g)));
 }

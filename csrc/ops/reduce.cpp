@@ -3,9 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/cpu/kernels.h"
-#include "ops/cpu/reduce_kernel.h"
 #include "ops/derivatives.h"
+#include "ops/dispatch.h"
 #include "ops/internal.h"
 
 namespace nexus::ops {
@@ -46,9 +45,9 @@ Tensor reduce(ReduceOp op, const Tensor& x, const Axes& axes_in, bool keepdims) 
   DType out_dt = x.dtype();
   if (op == ReduceOp::Sum && !is_floating(x.dtype())) out_dt = cdt = DType::Int64;
   Tensor xc = cast(x, compute_dtype(x.dtype()));
-  Tensor out = Tensor::empty(reduced_shape(x.shape(), axes, keepdims), cdt);
-  if (axes.empty()) cpu::cast_kernel(out, xc);
-  else cpu::reduce_kernel(op, out, xc, axes);
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), axes, keepdims), cdt, x.device());
+  if (axes.empty()) kernel::cast(out, xc);
+  else kernel::reduce(op, out, xc, axes);
   out = cast(out, out_dt);
   if (op == ReduceOp::Sum) return autograd::record(name, out, {x}, grad::sum(x.shape(), axes, keepdims));
   return autograd::record(name, out, {x}, grad::extremum(x, out.detach(), axes, keepdims));
@@ -84,7 +83,8 @@ Tensor var(const Tensor& x, const Axes& axes, bool keepdims, int64_t ddof) {
 static Tensor stable_shift(const Tensor& x, const Axes& axes) {
   autograd::NoGradGuard no_grad;
   for (int64_t a : axes)
-    if (x.shape()[a] == 0) return Tensor::zeros(reduced_shape(x.shape(), axes, /*keepdims=*/true), x.dtype());
+    if (x.shape()[a] == 0)
+      return Tensor::zeros(reduced_shape(x.shape(), axes, /*keepdims=*/true), x.dtype(), x.device());
   Tensor m = amax(x.detach(), axes, /*keepdims=*/true);
   Tensor finite = binary(BinaryOp::Eq, sub(m, m), scalar_like(0, m));
   return where(finite, m, scalar_like(0, m));
@@ -120,12 +120,12 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> axis, bool keepdims) {
   if (!axis) {
     NX_CHECK(x.numel() > 0, "argmax: attempt to get argmax of an empty tensor");
     Tensor flat = contiguous(reshape(xc, {x.numel()}));
-    Tensor out = Tensor::empty(keepdims ? Shape(size_t(x.ndim()), 1) : Shape{}, DType::Int64);
-    cpu::argmax_kernel(out, flat, 1, x.numel());
+    Tensor out = Tensor::empty(keepdims ? Shape(size_t(x.ndim()), 1) : Shape{}, DType::Int64, x.device());
+    kernel::argmax(out, flat, 1, x.numel());
     return out;
   }
   int64_t a = wrap_axis(*axis, x.ndim(), "argmax");
-  if (x.ndim() == 0) return full(Shape{}, 0, DType::Int64);
+  if (x.ndim() == 0) return full(Shape{}, 0, DType::Int64, x.device());
   int64_t n = x.shape()[a];
   NX_CHECK(n > 0, "argmax: zero-size axis ", a, " of shape ", shape_str(x.shape()));
   std::vector<int64_t> perm;  // move axis a to the end, keeping the others in order
@@ -133,8 +133,8 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> axis, bool keepdims) {
     if (d != a) perm.push_back(d);
   perm.push_back(a);
   Tensor moved = contiguous(permute(xc, perm));
-  Tensor out = Tensor::empty(reduced_shape(x.shape(), {a}, keepdims), DType::Int64);
-  cpu::argmax_kernel(out, moved, x.numel() / n, n);
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), {a}, keepdims), DType::Int64, x.device());
+  kernel::argmax(out, moved, x.numel() / n, n);
   return out;
 }
 

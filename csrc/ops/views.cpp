@@ -6,6 +6,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
 #include "ops/derivatives.h"
+#include "ops/dispatch.h"
 #include "ops/internal.h"
 
 namespace nexus::ops {
@@ -152,6 +153,7 @@ Tensor unsqueeze(const Tensor& x, int64_t axis) {
 // Checks that `index` is an integer tensor with values in [-n, n); returns it as contiguous int64
 // with negative values wrapped.
 static Tensor checked_index(const Tensor& index, int64_t n, const char* op) {
+  require_host(op, {index});
   NX_CHECK_INDEX(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op, ": indices must be integers, got ",
                  dtype_name(index.dtype()));
   Tensor idx = contiguous(cast(index, DType::Int64), /*force_copy=*/true);
@@ -165,6 +167,7 @@ static Tensor checked_index(const Tensor& index, int64_t n, const char* op) {
 
 Tensor index_select(const Tensor& x, const Tensor& index) {
   NX_CHECK_INDEX(x.ndim() >= 1, "index: cannot index a 0-d tensor with an array");
+  require_host("index", {x});
   Tensor idx = checked_index(index, x.shape()[0], "index");
   Tensor src = contiguous(x.detach());
   Shape shape = idx.shape();
@@ -179,6 +182,7 @@ Tensor index_select(const Tensor& x, const Tensor& index) {
 }
 
 Tensor index_add(const Tensor& base, const Tensor& index, const Tensor& src) {
+  require_host("index_add", {base, src});
   Tensor idx = checked_index(index, base.shape()[0], "index_add");
   Tensor out = contiguous(cast(base, compute_dtype(base.dtype())), /*force_copy=*/true);
   Tensor s = contiguous(cast(src, out.dtype()));
@@ -196,6 +200,7 @@ Tensor index_add(const Tensor& base, const Tensor& index, const Tensor& src) {
 
 void index_copy_(const Tensor& dst, const Tensor& index, const Tensor& src) {
   NX_CHECK_INDEX(dst.ndim() >= 1, "index assignment: cannot index a 0-d tensor with an array");
+  require_host("index assignment", {dst});
   Tensor idx = checked_index(index, dst.shape()[0], "index assignment");
   Shape target = idx.shape();  // the shape of dst[index]
   target.insert(target.end(), dst.shape().begin() + 1, dst.shape().end());
@@ -228,7 +233,12 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
     dt = promote_types(dt, t.dtype());
     shapes.push_back(t.shape());
   }
-  Tensor out = Tensor::empty(shape, dt);
+  Device dev = first.device();
+  for (const Tensor& t : xs)
+    if (t.device() != dev)
+      throw ValueError(str("concat: expected all tensors on one device, but found ", dev.str(), " and ",
+                           t.device().str(), "; move them with .to(device) first"));
+  Tensor out = Tensor::empty(shape, dt, dev);
   int64_t at = 0;
   for (const Tensor& t : xs) {
     Tensor dst = slice(out, axis, at, at + t.shape()[axis], 1);

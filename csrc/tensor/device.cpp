@@ -6,9 +6,7 @@
 
 namespace nexus {
 
-std::string Device::str() const {
-  return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index);
-}
+std::string Device::str() const { return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index); }
 
 Device parse_device(std::string_view text) {
   auto bad = [&] {

@@ -70,7 +70,8 @@ class Tensor {
   int64_t dim(int64_t i) const { return impl_->shape[size_t(i)]; }
   int64_t offset() const { return impl_->offset; }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
-  Device device() const { return impl_->storage->device(); }
+  // A tensor without storage (the metadata a derivative rule keeps) says the host.
+  Device device() const { return impl_->storage ? impl_->storage->device() : Device::cpu(); }
   bool is_contiguous() const;
 
   // The first element's address, on the tensor's device (a device pointer for a CUDA tensor).

@@ -7,9 +7,10 @@
 """
 
 from . import _C
+from . import cuda  # noqa: F401  (nx.cuda: devices; loads the CUDA backend where it is built)
 from . import data  # noqa: F401  (nx.data: readers and the DataLoader)
 from . import tensor as _tensor  # noqa: F401  (attaches Python methods to Tensor)
-from ._C import NexusError, Tensor
+from ._C import NexusError, Tensor, device
 from ._C import get_num_threads, set_num_threads
 from ._dtype import bfloat16, dtype, float16, float32, float64, int32, int64
 from ._dtype import bool_ as bool  # noqa: A001  (nx.bool, as torch.bool)
@@ -27,7 +28,7 @@ from .scheduler import BatchSize, ClusterConfig, DeviceType, Epochs, Scheduler
 __version__ = _C.build_info()["version"]
 
 __all__ = [
-    "Tensor", "NexusError", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64",
+    "Tensor", "NexusError", "device", "cuda", "dtype", "float32", "float64", "float16", "bfloat16", "int32", "int64",
     "bool", "info", "no_grad", "is_grad_enabled", "get_num_threads", "set_num_threads",
     "optim", "data", "GraphBuilder", "Shape", "Activation", "Model", "History", "load", "jit", "TraceError",
     "Scheduler", "ClusterConfig", "DeviceType", "Epochs", "BatchSize",

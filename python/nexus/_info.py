@@ -32,14 +32,36 @@ def _mpi(compiled: bool) -> str | None:
     return f"{library}, mpi4py {mpi4py}" if mpi4py else f"{library}; mpi4py missing: pip install mpi4py"
 
 
+def _cuda() -> dict:
+    """What the CUDA backend sees: available or why not, the runtime and driver, each GPU."""
+    from . import cuda
+
+    reason = cuda.unavailable_reason()
+    d = {"cuda_available": reason is None}
+    if not cuda.is_built():
+        return d
+    backend = cuda._backend
+    d["cuda_archs"] = " ".join(backend.build_archs())
+    d["cuda_runtime"] = backend.runtime_version()
+    d["cuda_driver"] = backend.driver_version()
+    if reason is not None:
+        d["cuda_unavailable"] = reason
+        return d
+    for i in range(cuda.device_count()):
+        major, minor = cuda.get_device_capability(i)
+        d[f"cuda:{i}"] = f"{cuda.get_device_name(i)}, compute capability {major}.{minor}"
+    return d
+
+
 def info() -> dict:
     """Build and runtime facts: version, BLAS, SIMD, threads, CUDA, MPI, JIT compiler.
 
     Returns:
         A dict: what was compiled in (``_C.build_info()``: version, build_type, blas, simd,
         march, compiler, sanitizers, cuda_compiled, cuda_status -- why CUDA is or is not built,
-        mpi_compiled) and what this process sees (num_threads, cuda_available, mpi,
-        jit_compiler, jit_flags, jit_enabled, jit_cache_dir).
+        mpi_compiled) and what this process sees (num_threads, cuda_available and, where the
+        backend is built, cuda_archs, cuda_runtime, cuda_driver, one ``cuda:N`` entry per GPU or
+        cuda_unavailable saying why; mpi, jit_compiler, jit_flags, jit_enabled, jit_cache_dir).
 
     Example:
         >>> nx.info()["cuda_available"]
@@ -47,10 +69,7 @@ def info() -> dict:
     """
     d = dict(_C.build_info())
     d["num_threads"] = _C.get_num_threads()
-    # Compiled in and a device present. This version has no CUDA backend (CMake refuses
-    # NEXUS_CUDA=ON; d["cuda_status"] says why it is not built), so cuda_compiled is False and so
-    # is this: the backend will bring its device probe, _C.cuda, with it.
-    d["cuda_available"] = d["cuda_compiled"] and _C.cuda.device_count() > 0
+    d.update(_cuda())
     d["mpi"] = _mpi(d["mpi_compiled"])
     jit = _C.codegen.config()  # the compiler fused kernels use: $CXX, else c++ on PATH
     d["jit_compiler"] = jit["compiler"] if jit["compiler_found"] else None

@@ -85,6 +85,22 @@ def _dt(dtype, default=float32):
     return (default if dtype is None else as_dtype(dtype)).code
 
 
+def _device(device) -> _C.device:
+    """``device`` (None, "cpu", "cuda", "cuda:N" or an nx.device) as an nx.device."""
+    if device is None:
+        return _C.device("cpu")
+    if isinstance(device, _C.device):
+        return device
+    if isinstance(device, str):
+        return _C.device(device)
+    raise TypeError(f"device must be a string such as 'cuda:0' or an nx.device, got {type(device).__name__}")
+
+
+def _on(t: Tensor, device) -> Tensor:
+    """``t`` moved to ``device`` when one is given (creation functions build on the host first)."""
+    return t if device is None else _C.to_device(t, _device(device))
+
+
 # ---- creation ----------------------------------------------------------------------------------
 
 
@@ -136,7 +152,7 @@ def _numpy_source(data, dtype) -> np.ndarray:
     return arr.astype({"f": np.float32, "i": np.int64, "u": np.int64, "b": np.bool_}[kind], copy=False)
 
 
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+def tensor(data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, numbers, numpy arrays, tensors).
 
     Python floats become float32, ints int64, bools bool. A numpy array (or numpy scalar) keeps
@@ -146,6 +162,8 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
 
         >>> nx.tensor(np.arange(3, dtype=np.uint8), dtype=nx.float32)
         tensor([0., 1., 2.])
+
+    ``device=`` ("cpu", "cuda", "cuda:N" or an ``nx.device``) puts the copy there.
 
     Raises:
         OverflowError: an integer is beyond int64 and no floating ``dtype`` was asked for.
@@ -163,7 +181,7 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
         else:
             np_target = None if target is None else np.dtype(target.name)
             out = _C.from_numpy(np.array(arr, dtype=np_target, order="C", copy=True))
-    return _leaf(out, requires_grad)
+    return _leaf(_on(out, device), requires_grad)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -186,35 +204,49 @@ def _leaf(t: Tensor, requires_grad: bool) -> Tensor:
     return t
 
 
-def zeros(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _leaf(_C.full(_shape(shape), 0.0, _dt(dtype)), requires_grad)
+def zeros(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros (float32 unless ``dtype``) on ``device`` (the host unless given).
+
+    Example: ``nx.zeros(2, 3, device="cuda")``. Raises RuntimeError for a device that cannot be used.
+    """
+    return _leaf(_C.full(_shape(shape), 0.0, _dt(dtype), _device(device)), requires_grad)
 
 
-def ones(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    return _leaf(_C.full(_shape(shape), 1.0, _dt(dtype)), requires_grad)
+def ones(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones (float32 unless ``dtype``) on ``device`` (the host unless given).
+
+    Example: ``nx.ones((2, 3), dtype=nx.int64)``.
+    """
+    return _leaf(_C.full(_shape(shape), 1.0, _dt(dtype), _device(device)), requires_grad)
 
 
-def full(shape, fill_value, dtype=None, requires_grad: bool = False) -> Tensor:
+def full(shape, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ``shape`` filled with ``fill_value`` (its dtype inferred from the value unless
+    ``dtype``) on ``device``. Example: ``nx.full((2, 2), 7)`` is an int64 tensor of sevens."""
     dt = as_dtype(dtype) if dtype is not None else _infer_dtype(fill_value)
-    return _leaf(_C.full(_shape((shape,)), float(fill_value), dt.code), requires_grad)
+    return _leaf(_C.full(_shape((shape,)), float(fill_value), dt.code, _device(device)), requires_grad)
 
 
-def arange(start, stop=None, step=1, dtype=None) -> Tensor:
+def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
     if stop is None:
         start, stop = 0, start
     all_int = all(isinstance(v, (numbers.Integral, np.integer)) for v in (start, stop, step))
     dt = as_dtype(dtype) if dtype is not None else (int64 if all_int else float32)
-    return _C.arange(float(start), float(stop), float(step), dt.code)
+    return _on(_C.arange(float(start), float(stop), float(step), dt.code), device)
 
 
-def rand(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples in [0, 1) from the generator seeded by ``manual_seed``."""
-    return _leaf(_C.rand(_shape(shape), _dt(dtype)), requires_grad)
+def rand(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1) from the generator seeded by ``manual_seed``.
+
+    Drawn on the host and copied to ``device``, so a seed gives the same numbers on every device.
+    """
+    return _leaf(_on(_C.rand(_shape(shape), _dt(dtype)), device), requires_grad)
 
 
-def randn(*shape, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples from the generator seeded by ``manual_seed``."""
-    return _leaf(_C.randn(_shape(shape), _dt(dtype)), requires_grad)
+def randn(*shape, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples from the generator seeded by ``manual_seed`` (drawn on the host and
+    copied to ``device``, as ``rand``)."""
+    return _leaf(_on(_C.randn(_shape(shape), _dt(dtype)), device), requires_grad)
 
 
 def manual_seed(seed: int) -> None:

@@ -21,10 +21,20 @@ def _dtype(self):
     return from_code(self._dtype)
 
 
+def _host_array(self) -> np.ndarray:
+    """The values as a numpy array, copied from the device first when there is one."""
+    t = self.detach()
+    if t.device.type != "cpu":
+        t = _C.to_device(t, _C.device("cpu"))
+    return (_C.astype(t, float32.code) if t._dtype == bfloat16.code else t).numpy()
+
+
 def _repr(self) -> str:
-    arr = (_C.astype(self.detach(), float32.code) if self._dtype == bfloat16.code else self).numpy()
+    arr = _host_array(self)
     body = np.array2string(arr, separator=", ", prefix="tensor(")
     extra = f", dtype={self.dtype}" if self.dtype != float32 else ""
+    if self.device.type != "cpu":
+        extra += f", device='{self.device}'"
     grad = f", grad_fn=<{self.grad_fn}>" if self.grad_fn else (", requires_grad=True" if self.requires_grad else "")
     return f"tensor({body}{extra}{grad})"
 
@@ -32,13 +42,56 @@ def _repr(self) -> str:
 def _item(self):
     if self.numel() != 1:
         raise ValueError(f"only one-element tensors can be converted to Python scalars, got shape {self.shape}")
-    arr = (_C.astype(self.detach(), float32.code) if self._dtype == bfloat16.code else self).numpy()
-    return arr.reshape(()).item()
+    return _host_array(self).reshape(()).item()
 
 
 def _tolist(self):
-    arr = (_C.astype(self.detach(), float32.code) if self._dtype == bfloat16.code else self).numpy()
-    return arr.tolist()
+    return _host_array(self).tolist()
+
+
+def _to(self, *args, dtype=None, device=None, copy: bool = False):
+    """This tensor on another device and/or in another dtype, as ``torch.Tensor.to``:
+    ``t.to("cuda")``, ``t.to(nx.float16)``, ``t.to("cuda:1", nx.bfloat16)``, ``t.to(other)``
+    (other's device and dtype). Returns ``self`` when nothing changes unless ``copy=True``.
+    The result is part of the autograd graph (the gradient goes back to this device).
+
+    Raises:
+        RuntimeError: the device cannot be used (no CUDA build, driver or GPU).
+        TypeError: an argument is neither a device, a dtype nor a tensor.
+    """
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, (str, _C.device)) and not _is_dtype_name(a):
+            device = a
+        else:
+            dtype = a
+    out = self
+    if device is not None and F._device(device) != out.device:
+        out = _C.to_device(out, F._device(device))
+    if dtype is not None and as_dtype(dtype).code != out._dtype:
+        out = _C.astype(out, as_dtype(dtype).code)
+    return _C.clone(out) if copy and out is self else out
+
+
+def _is_dtype_name(a) -> bool:
+    try:
+        as_dtype(a)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _cuda(self, device=None):
+    """This tensor on a CUDA device (``cuda:0`` unless ``device``, an int or a string)."""
+    if isinstance(device, int) and not isinstance(device, bool):
+        device = f"cuda:{device}"
+    return _to(self, device="cuda" if device is None else device)
+
+
+def _cpu(self):
+    """This tensor on the host (``self`` when it is there already)."""
+    return _to(self, device="cpu")
 
 
 def _astype(self, dtype, copy: bool = True):
@@ -67,7 +120,7 @@ def _backward(self, gradient=None) -> None:
             raise ValueError(
                 f"backward: grad can be implicitly created only for one-element outputs; this tensor has "
                 f"shape {self.shape}, so pass gradient= of that shape")
-        gradient = _C.full(list(self.shape), 1.0, self._dtype)
+        gradient = _C.full(list(self.shape), 1.0, self._dtype, self.device)
     else:
         gradient = F._as_tensor(gradient, self)
         if gradient.dtype != self.dtype:
@@ -198,6 +251,10 @@ def _install() -> None:
     T.requires_grad_ = _requires_grad_
     T.backward = _backward
     T.astype = _astype
+    T.to = _to
+    T.cuda = _cuda
+    T.cpu = _cpu
+    T.is_cuda = property(lambda self: self.device.type == "cuda", doc="True for a tensor on a CUDA device.")
     T.contiguous = lambda self: _C.contiguous(self)
     T.reshape = F.reshape
     T.view = F.reshape

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One script for a fresh GPU machine: builds and installs Nexus with its CUDA backend, runs the
+# GPU tests, then benchmarks/gpu.py (Nexus vs PyTorch CUDA in the same run).
+#
+#   bash benchmarks/gpu_check.sh [WHEEL_DIR] [--quick]
+#
+# Works offline (air-gapped GPU nodes): nothing is downloaded. It uses the python3 that has
+# PyTorch (PYTHON= to choose another) and the CUDA toolkit on PATH; wheels the build needs and
+# such a node may lack (scipy-openblas32; mpich for the MPI extension) can be given as a folder:
+#   pip download --only-binary=:all: --no-deps -d wheels scipy-openblas32 mpich  (elsewhere)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+WHEELS=${NEXUS_WHEELS:-}
+if [ $# -gt 0 ] && [ -d "$1" ]; then WHEELS=$1; shift; fi
+if [ -n "$WHEELS" ]; then
+  "$PY" -m pip install -q --no-index --no-deps "$WHEELS"/*.whl
+fi
+command -v nvcc >/dev/null || { echo "gpu_check: nvcc is not on PATH: the CUDA backend needs the toolkit"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader || true
+# This machine's architecture only (NEXUS_CUDA_ARCHS), and NEXUS_CUDA=ON: a build without the
+# backend fails here instead of skipping every GPU test.
+start=$(date +%s)
+"$PY" -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=build/gpu \
+  -Ccmake.define.NEXUS_CUDA=ON -Ccmake.define.NEXUS_CUDA_ARCHS="${NEXUS_CUDA_ARCHS:-native}" .
+echo "gpu_check: built and installed in $(( $(date +%s) - start )) s"
+"$PY" -m nexus.cli info
+"$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/gpu tests/python/test_device.py
+"$PY" benchmarks/gpu.py "$@"

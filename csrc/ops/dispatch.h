@@ -1,0 +1,35 @@
+// The kernels the op front ends call, for any device: the host's from ops/cpu, a device's from
+// its registered backend (device/backend.h). Operands are arranged as the CPU kernels expect
+// (same device, broadcast views, compute dtypes); dispatch goes by the output's device.
+#pragma once
+
+#include <initializer_list>
+#include <vector>
+
+#include "base/reduce_op.h"
+#include "ops/op_kind.h"
+#include "tensor/tensor.h"
+
+namespace nexus::ops::kernel {
+
+void cast(const Tensor& dst, const Tensor& src);
+void fill(const Tensor& out, double value);
+void unary(UnaryOp op, const Tensor& out, const Tensor& x);
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes);
+void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n);
+
+}  // namespace nexus::ops::kernel
+
+namespace nexus::ops {
+
+// The device an op's operands share (undefined tensors skipped). A 0-d host tensor (a Python
+// scalar) goes with a device tensor, as in PyTorch; any other mix is a ValueError naming the op
+// and two of the devices.
+Device common_device(const char* op, std::initializer_list<Tensor> operands);
+// NotImplementedError naming the op and the device unless every operand is on the host: the
+// guard of an op that has no device kernel yet.
+void require_host(const char* op, std::initializer_list<Tensor> operands);
+
+}  // namespace nexus::ops
