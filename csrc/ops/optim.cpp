@@ -10,6 +10,7 @@
 #include "ops/dispatch.h"
 #include "ops/cpu/optim_kernel.h"
 #include "ops/ops.h"
+#include "tensor/tape.h"
 
 namespace nexus::ops::optim {
 namespace {
@@ -61,7 +62,7 @@ std::vector<cpu::OptimSegment> grad_segments(const std::vector<Tensor>& grads) {
 void check_param(const Tensor& p, const Tensor& g, size_t i, const Config& c) {
   const char* op = kind_name(c.kind);
   NX_CHECK(p.defined(), op, ": parameter ", i, " is undefined");
-  require_host(op, {p, g});
+  common_device(op, {p, g});
   DType t = p.dtype();
   NX_CHECK_TYPE(t == DType::Float32 || t == DType::Float64, op, ": parameter ", i, " has dtype ", dtype_name(t),
                 "; optimizers update float32 or float64 parameters");
@@ -142,6 +143,40 @@ void run_adam(const Config& c, double lr, double scale, const std::vector<Tensor
                           1.0 - c.beta1, c.beta2, 1.0 - c.beta2, c.eps});
 }
 
+// The same updates on a device, composed from the op front ends (each line one kernel there) and
+// written into the parameters and buffers in place: the formulas of the CPU loops above, in the
+// same order of operations.
+void run_composed(const Config& c, double lr, double scale, const std::vector<Tensor>& params,
+                  const std::vector<Tensor>& grads, State& s) {
+  autograd::NoGradGuard no_grad;
+  const bool adam = c.kind != Kind::SGD, decoupled = c.kind == Kind::AdamW;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const Tensor& p = params[i];
+    const double l2 = decoupled ? 0.0 : c.weight_decay;
+    Tensor d = mul_scalar(grads[i], scale);
+    if (l2 != 0) d = add(d, mul_scalar(p, l2));
+    if (!adam) {
+      if (c.momentum != 0) {
+        const bool first = !s.m[i].defined();
+        Tensor& buf = lazy_zeros(s.m[i], p);
+        copy_(buf, first ? d : add(mul_scalar(buf, c.momentum), mul_scalar(d, 1.0 - c.dampening)));
+        d = c.nesterov ? add(d, mul_scalar(buf, c.momentum)) : buf;
+      }
+      copy_(p, sub(p, mul_scalar(d, lr)));
+      continue;
+    }
+    const double t = double(s.param_steps[i] + 1);
+    Tensor& m = lazy_zeros(s.m[i], p);
+    Tensor& v = lazy_zeros(s.v[i], p);
+    copy_(m, add(m, mul_scalar(sub(d, m), 1.0 - c.beta1)));
+    copy_(v, add(mul_scalar(v, c.beta2), mul_scalar(mul(d, d), 1.0 - c.beta2)));
+    Tensor denom = add_scalar(mul_scalar(unary(UnaryOp::Sqrt, v), 1.0 / std::sqrt(1.0 - std::pow(c.beta2, t))), c.eps);
+    Tensor step = div(mul_scalar(m, -lr / (1.0 - std::pow(c.beta1, t))), denom);
+    copy_(p, add(decoupled ? mul_scalar(p, 1.0 - lr * c.weight_decay) : p, step));
+  }
+}
+
 }  // namespace
 
 void validate(const Config& c, double lr) {
@@ -165,7 +200,17 @@ void validate(const Config& c, double lr) {
 }
 
 double global_grad_norm(const std::vector<Tensor>& grads) {
-  for (const Tensor& t : grads) require_host("global_grad_norm", {t});
+  for (const Tensor& t : grads)
+    if (t.defined() && !t.device().is_cpu()) {  // on a device: a float64 sum of squares there
+      autograd::NoGradGuard no_grad;
+      double total = 0;
+      for (const Tensor& x : grads) {
+        if (!x.defined()) continue;
+        Tensor x64 = astype(x, DType::Float64);
+        total += to_device(sum(mul(x64, x64), {}, false), Device::cpu()).data<double>()[0];
+      }
+      return std::sqrt(total);
+    }
   std::vector<Tensor> g = contiguous_grads(grads, "global_grad_norm");
   return std::sqrt(cpu::sum_squares_kernel(grad_segments(g)));
 }
@@ -177,7 +222,16 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
              " is not contiguous; it is scaled in place");
   double norm = global_grad_norm(grads);
   double scale = clip_scale(norm, max_norm);
-  if (scale != 1.0) cpu::scale_grads_kernel(grad_segments(grads), scale);  // checked above
+  if (scale == 1.0) return norm;
+  bool on_host = true;
+  for (const Tensor& g : grads) on_host = on_host && (!g.defined() || g.device().is_cpu());
+  if (on_host) {
+    cpu::scale_grads_kernel(grad_segments(grads), scale);  // checked above
+    return norm;
+  }
+  autograd::NoGradGuard no_grad;
+  for (const Tensor& g : grads)
+    if (g.defined()) copy_(g, mul_scalar(g, scale));
   return norm;
 }
 
@@ -190,7 +244,8 @@ void step(const Config& c, double lr, const std::vector<Tensor>& params, const s
   std::vector<Tensor> g = contiguous_grads(grads, kind_name(c.kind));
   double scale = c.clip_norm > 0 ? clip_scale(global_grad_norm(g), c.clip_norm) : 1.0;
 
-  if (c.kind == Kind::SGD) run_sgd(c, lr, scale, params, g, s);
+  if (!params.empty() && !params[0].device().is_cpu()) run_composed(c, lr, scale, params, g, s);
+  else if (c.kind == Kind::SGD) run_sgd(c, lr, scale, params, g, s);
   else run_adam(c, lr, scale, params, g, s);
   for (size_t i = 0; i < params.size(); ++i) s.param_steps[i] += g[i].defined() ? 1 : 0;
   ++s.step;

@@ -229,3 +229,21 @@ def test_cuda_info_names_the_device():
     info = nx.info()
     assert info["cuda_available"] and "compute capability" in info["cuda:0"]
     assert nx.cuda.get_device_capability() >= (7, 0) and nx.cuda.get_device_name()
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: nx.optim.SGD(ps, lr=0.1), lambda ps: nx.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+    lambda ps: nx.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01),
+    lambda ps: nx.optim.Adam(ps, lr=0.01, weight_decay=0.01), lambda ps: nx.optim.AdamW(ps, lr=0.01, clip_norm=0.5)])
+def test_optimizers_update_device_parameters_as_on_the_host(make):
+    rng = np.random.default_rng(12)
+    w0, grads = rng.standard_normal((6, 4)), [rng.standard_normal((6, 4)) for _ in range(3)]
+    results = []
+    for device in ("cpu", DEV):
+        w = nx.tensor(w0, device=device, requires_grad=True)
+        opt = make([w])
+        for g in grads:
+            w.grad = nx.tensor(g, device=device)
+            opt.step()
+        results.append(host(w))
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-6)
