@@ -112,8 +112,9 @@ std::string version_string(int version) {
 }
 
 CudaBackend& cuda_backend() {
-  static CudaBackend instance;
-  return instance;
+  // Never destroyed: tensors freed during interpreter shutdown still release into it.
+  static CudaBackend* instance = new CudaBackend;
+  return *instance;
 }
 
 const std::string& CudaBackend::unavailable_reason() { return probed().reason; }

@@ -9,8 +9,10 @@
 
 #if defined(__CUDACC__)
 #define NX_HOST_DEVICE __host__ __device__ __forceinline__
+#define NX_UNROLL _Pragma("unroll")
 #else
 #define NX_HOST_DEVICE inline
+#define NX_UNROLL
 #endif
 
 namespace nexus::cuda {
@@ -30,14 +32,14 @@ template <int N> struct Operands {
 
   // The element offsets of linear (row-major) index i in each operand.
   NX_HOST_DEVICE void offsets(int64_t i, int64_t (&off)[N]) const {
-#pragma unroll
+    NX_UNROLL
     for (int k = 0; k < N; ++k) off[k] = 0;
-#pragma unroll
+    NX_UNROLL
     for (int d = 0; d < kMaxDims; ++d) {
       if (d >= ndim) break;
       const int64_t q = d + 1 < ndim ? i / shape[d] : 0;
       const int64_t idx = i - q * shape[d];
-#pragma unroll
+      NX_UNROLL
       for (int k = 0; k < N; ++k) off[k] += idx * stride[k][d];
       i = q;
     }
