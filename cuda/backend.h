@@ -1,0 +1,46 @@
+// CudaBackend: the core's device::Backend for NVIDIA GPUs through the CUDA runtime (linked
+// statically; the runtime loads the driver, libcuda.so.1, at the first call, so the extension
+// imports on a machine without one). Kernels are queued on the device's stream (device_guard.h).
+#pragma once
+
+#include <string>
+
+#include "allocator.h"
+#include "device/backend.h"
+
+namespace nexus::cuda {
+
+class CudaBackend final : public device::Backend {
+ public:
+  int device_count() override;
+  void check_device(int index) override;
+  void* allocate(size_t nbytes, int index) override;
+  void release(void* ptr, int index) override;
+  void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) override;
+  void synchronize(int index) override;
+
+  void cast(const Tensor& dst, const Tensor& src) override;
+  void fill(const Tensor& out, double value) override;
+  void unary(ops::UnaryOp op, const Tensor& out, const Tensor& x) override;
+  void binary(ops::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) override;
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) override;
+  void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes) override;
+  void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) override;
+  void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
+
+  // Why there is no usable device ("" when there is one): no driver, a driver too old for this
+  // runtime, no device. Worked out once, with device_count().
+  const std::string& unavailable_reason();
+  CachingAllocator& allocator() { return allocator_; }
+
+ private:
+  CachingAllocator allocator_;
+};
+
+// The process's one instance (module.cpp registers it).
+CudaBackend& cuda_backend();
+
+// "13.0" from CUDA's 13000.
+std::string version_string(int version);
+
+}  // namespace nexus::cuda

@@ -1,0 +1,126 @@
+// Reductions (sum, max, min over any axes) and argmax on the device. One block per output element
+// (a grid-stride loop over outputs when there are more than kMaxBlocks): thread t combines
+// elements t, t + T, t + 2T, ... in order, then the block combines its threads in a fixed tree,
+// so a result has the same bits on every run. Float sums accumulate in double and integer sums
+// in int64 (the CPU's accumulators, ops/cpu/reduce_kernel.cpp); max/min propagate NaN with the
+// op table's kern::pick_max/pick_min.
+#include "kernels/common.cuh"
+
+namespace nexus::cuda {
+namespace {
+
+constexpr int kReduceThreads = 256;
+
+template <class T> struct SumOp {
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  __device__ Acc init(T) const { return Acc(0); }
+  __device__ Acc operator()(Acc a, Acc b) const { return a + b; }
+};
+template <class T> struct MaxOp {
+  using Acc = T;
+  __device__ Acc init(T first) const { return first; }
+  __device__ Acc operator()(Acc a, Acc b) const { return kern::pick_max(a, b); }
+};
+template <class T> struct MinOp {
+  using Acc = T;
+  __device__ Acc init(T first) const { return first; }
+  __device__ Acc operator()(Acc a, Acc b) const { return kern::pick_min(a, b); }
+};
+
+// Threads per block: a power of two from 32 to kReduceThreads, no more than the elements need.
+int threads_for(int64_t n) {
+  int t = 32;
+  while (t < kReduceThreads && t < n) t *= 2;
+  return t;
+}
+
+template <class T, class R, class Op> __global__ void reduce_kernel(ReduceGeometry g, Op op) {
+  using Acc = typename Op::Acc;
+  __shared__ Acc part[kReduceThreads];
+  const T* x = static_cast<const T*>(g.x);
+  R* out = static_cast<R*>(g.out);
+  const int tid = threadIdx.x;
+  for (int64_t o = blockIdx.x; o < g.n_out; o += gridDim.x) {
+    const T* base = x + strided_offset(o, g.kept_ndim, g.kept_shape, g.kept_stride);
+    // An empty sum's init ignores its argument; max/min never reach here with no elements.
+    Acc acc = op.init(g.n_red > 0 ? base[0] : T(0));
+    for (int64_t r = tid; r < g.n_red; r += blockDim.x)
+      acc = op(acc, Acc(base[strided_offset(r, g.red_ndim, g.red_shape, g.red_stride)]));
+    part[tid] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
+      if (tid < s) part[tid] = op(part[tid], part[tid + s]);
+      __syncthreads();
+    }
+    if (tid == 0) out[o] = R(part[0]);
+    __syncthreads();  // part[0] is read before the next output overwrites it
+  }
+}
+
+template <class T, class R, class Op> void launch_typed(const ReduceGeometry& g, cudaStream_t stream) {
+  const unsigned blocks = unsigned(g.n_out < kMaxBlocks ? g.n_out : kMaxBlocks);
+  reduce_kernel<T, R, Op><<<blocks, threads_for(g.n_red), 0, stream>>>(g, Op{});
+}
+
+// The better of two (value, index) candidates: a NaN, else the larger value, ties to the lower index.
+template <class T> __device__ __forceinline__ bool better(T v, int64_t i, T best, int64_t bi) {
+  const bool vnan = v != v, bnan = best != best;
+  if (vnan || bnan) return vnan && (!bnan || i < bi);
+  return v > best || (v == best && i < bi);
+}
+
+template <class T> __global__ void argmax_kernel(int64_t* out, const T* x, int64_t rows, int64_t n) {
+  __shared__ T val[kReduceThreads];
+  __shared__ int64_t idx[kReduceThreads];
+  const int tid = threadIdx.x;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + r * n;
+    T best = row[0];
+    int64_t bi = 0;
+    for (int64_t i = tid; i < n; i += blockDim.x)
+      if (better(row[i], i, best, bi)) best = row[i], bi = i;
+    val[tid] = best;
+    idx[tid] = bi;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
+      if (tid < s && better(val[tid + s], idx[tid + s], val[tid], idx[tid])) {
+        val[tid] = val[tid + s];
+        idx[tid] = idx[tid + s];
+      }
+      __syncthreads();
+    }
+    if (tid == 0) out[r] = idx[0];
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+void launch_reduce(ReduceOp op, DType x, DType out, const ReduceGeometry& g, cudaStream_t stream) {
+  if (g.n_out == 0) return;
+  dispatch_compute(x, "reduce", [&](auto v) {
+    using T = decltype(v);
+    if (op == ReduceOp::Sum && out == DType::Int64 && x != DType::Int64) {
+      if constexpr (!std::is_floating_point_v<T>) return launch_typed<T, int64_t, SumOp<T>>(g, stream);
+    } else if (out == x) {
+      if (op == ReduceOp::Sum) return launch_typed<T, T, SumOp<T>>(g, stream);
+      if (op == ReduceOp::Max) return launch_typed<T, T, MaxOp<T>>(g, stream);
+      if (op == ReduceOp::Min) return launch_typed<T, T, MinOp<T>>(g, stream);
+    }
+    throw InternalError(str("internal error, please report: CUDA reduce ", reduce_op_name(op), " of ", dtype_name(x),
+                            " into ", dtype_name(out)));
+  });
+  check_launch("reduce");
+}
+
+void launch_argmax(DType t, int64_t* out, const void* x, int64_t rows, int64_t n, cudaStream_t stream) {
+  if (rows == 0) return;
+  const unsigned blocks = unsigned(rows < kMaxBlocks ? rows : kMaxBlocks);
+  dispatch_compute(t, "argmax", [&](auto v) {
+    using T = decltype(v);
+    argmax_kernel<T><<<blocks, threads_for(n), 0, stream>>>(out, static_cast<const T*>(x), rows, n);
+  });
+  check_launch("argmax");
+}
+
+}  // namespace nexus::cuda

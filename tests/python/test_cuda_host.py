@@ -1,0 +1,87 @@
+"""The CUDA extension's host side, checked without a GPU: it imports and registers without a
+driver, says why no device can be used, and its size classes and launch geometry are right.
+Skipped where the build has no CUDA backend (no nvcc at configure time)."""
+
+import pytest
+
+_C_cuda = pytest.importorskip("nexus._C_cuda", reason="this build has no CUDA backend (no nvcc when configured)")
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+
+def _no_gpu():
+    return _C_cuda.device_count() == 0
+
+
+def test_size_class_rounds_small_requests_to_512_bytes():
+    assert _C_cuda.size_class(0) == 512
+    assert _C_cuda.size_class(1) == 512
+    assert _C_cuda.size_class(512) == 512
+    assert _C_cuda.size_class(513) == 1024
+    assert _C_cuda.size_class(MiB - 1) == MiB
+    assert _C_cuda.size_class(MiB) == MiB
+
+
+def test_size_class_rounds_large_requests_to_2_mib():
+    assert _C_cuda.size_class(MiB + 1) == 2 * MiB
+    assert _C_cuda.size_class(2 * MiB) == 2 * MiB
+    assert _C_cuda.size_class(2 * MiB + 1) == 4 * MiB
+    assert _C_cuda.size_class(1000 * MiB + 5) == 1002 * MiB
+
+
+def test_size_class_of_an_impossible_size_raises_memory_error():
+    with pytest.raises(MemoryError, match="bytes"):
+        _C_cuda.size_class(2**64 - 1)
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 10**6, 2**31 + 5])
+def test_launch_geometry_covers_n_with_a_capped_grid(n):
+    blocks, threads = _C_cuda.launch_geometry(n)
+    assert threads == 256
+    assert 1 <= blocks <= 65536
+    # Either every element has its own thread, or the grid is at its cap and the loop strides.
+    assert blocks * threads >= n or blocks == 65536
+    assert (blocks - 1) * threads < n
+
+
+def test_launch_geometry_of_nothing_launches_nothing():
+    assert _C_cuda.launch_geometry(0) == (0, 256)
+
+
+def test_build_carries_sm_90():
+    archs = _C_cuda.build_archs()
+    assert "sm_90" in archs
+    assert all(a.startswith("sm_") for a in archs)
+
+
+def test_runtime_version_is_a_version():
+    major, minor = _C_cuda.runtime_version().split(".")
+    assert int(major) >= 12 and int(minor) >= 0
+
+
+@pytest.mark.skipif(not _no_gpu(), reason="checks the no-device path; this machine has a CUDA device")
+def test_without_a_device_is_available_says_why():
+    ok, reason = _C_cuda.is_available()
+    assert ok is False
+    assert reason
+    assert _C_cuda.device_count() == 0
+    if "libcuda" in reason:  # no driver at all (the usual case on a CPU-only machine)
+        assert reason.startswith("no NVIDIA driver found")
+        assert _C_cuda.driver_version() == "none"
+
+
+@pytest.mark.skipif(not _no_gpu(), reason="checks the no-device path; this machine has a CUDA device")
+def test_without_a_device_queries_raise_runtime_error_naming_the_cause():
+    _, reason = _C_cuda.is_available()
+    with pytest.raises(RuntimeError, match="cuda:0"):
+        _C_cuda.device_name(0)
+    with pytest.raises(RuntimeError, match="cannot use"):
+        _C_cuda.synchronize(0)
+    assert reason.split(" (")[0] in str(pytest.raises(RuntimeError, _C_cuda.compute_capability, 0).value)
+
+
+def test_memory_stats_start_at_zero_for_an_unused_device():
+    stats = _C_cuda.memory_stats(7)
+    assert stats == {"allocated_bytes": 0, "cached_bytes": 0, "peak_allocated_bytes": 0, "hits": 0, "misses": 0}
+    _C_cuda.empty_cache()  # nothing cached: a no-op, never an error
