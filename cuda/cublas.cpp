@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <string>
 
+#include "base/env.h"
 #include "base/error.h"
 
 namespace nexus::cuda {
@@ -116,18 +118,21 @@ const Cublas& cublas() {
 
 // One handle per device (a handle belongs to the device current when it was created), made on
 // first use and kept for the process.
+std::atomic<bool>& tf32_flag() {
+  static std::atomic<bool> flag{knob_bool("NEXUS_CUDA_TF32")};
+  return flag;
+}
+
 cublasHandle_t handle(const Cublas& c, int device) {
   static std::mutex mu;
   static std::map<int, cublasHandle_t> handles;
   std::lock_guard<std::mutex> lock(mu);
   cublasHandle_t& h = handles[device];
-  if (!h) {
-    check_status(c.create(&h), "cublasCreate");
-    // NEXUS_CUDA_TF32=1 trades float32 GEMM precision (10-bit mantissa inputs) for speed.
-    const char* tf32 = std::getenv("NEXUS_CUDA_TF32");
-    const bool use_tf32 = tf32 && std::strcmp(tf32, "1") == 0;
-    check_status(c.set_math_mode(h, use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-  }
+  if (!h) check_status(c.create(&h), "cublasCreate");
+  // TF32 trades float32 GEMM precision (10-bit mantissa inputs) for tensor-core speed; a host-side
+  // setting of the handle, applied before every call so that set_allow_tf32 takes effect at once.
+  check_status(c.set_math_mode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+               "cublasSetMathMode");
   return h;
 }
 
@@ -137,6 +142,9 @@ int as_int(int64_t v, const char* what) {
 }
 
 }  // namespace
+
+bool allow_tf32() { return tf32_flag().load(); }
+void set_allow_tf32(bool on) { tf32_flag().store(on); }
 
 void gemm_strided_batched(DType t, int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, void* c,
                           int64_t ldc, int64_t stride_c, int64_t batch, cudaStream_t stream) {

@@ -22,6 +22,11 @@ struct GemmOperand {
 // C[b] = op(A[b]) op(B[b]) in cuBLAS's column-major terms: C is m x n (leading dimension ldc,
 // batches stride_c apart), op(A) m x k, op(B) k x n; float32 or float64, on the current device
 // and `stream`. DeviceError when cuBLAS cannot be loaded ("pip install nvidia-cublas") or fails.
+// Whether float32 GEMMs may round their inputs to TF32 on tensor cores (torch's
+// backends.cuda.matmul.allow_tf32); off unless NEXUS_CUDA_TF32 says otherwise.
+bool allow_tf32();
+void set_allow_tf32(bool on);
+
 void gemm_strided_batched(DType t, int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b, void* c,
                           int64_t ldc, int64_t stride_c, int64_t batch, cudaStream_t stream);
 

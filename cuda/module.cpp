@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backend.h"
+#include "cublas.h"
 #include "base/error.h"
 #include "device_guard.h"
 #include "geometry.h"
@@ -124,6 +125,8 @@ PYBIND11_MODULE(_C_cuda, m) {
         return py::make_tuple(p.major, p.minor);
       },
       py::arg("index") = 0, "(major, minor) of device `index`.");
+  m.def("allow_tf32", &allow_tf32, "Whether float32 matmuls may use TF32 tensor cores.");
+  m.def("set_allow_tf32", &set_allow_tf32, py::arg("on"), "Lets float32 matmuls use TF32 tensor cores (or not).");
   m.def("build_archs", &build_archs, "The sm_XX architectures this build carries code for.");
   m.def("size_class", &size_class, py::arg("nbytes"), "Bytes the caching allocator reserves for a request.");
   m.def(

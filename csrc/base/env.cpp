@@ -30,6 +30,10 @@ const std::vector<Knob>& knobs() {
       {"NEXUS_NVRTC", "",
        "libnvrtc to load for f.ptx(), the only one tried when set (default: the nvidia-cuda-nvrtc wheel, then "
        "$CUDA_HOME, /usr/local/cuda)"},
+      {"NEXUS_CUDA_TF32", "0",
+       "1/true/yes/on: float32 matmuls on CUDA may round their inputs to TF32 on tensor cores (faster, 10-bit "
+       "mantissa; nx.cuda.set_allow_tf32 changes it at run time)",
+       K::Bool},
       {"NEXUS_COMM_TIMEOUT", "300",
        "seconds any one distributed wait (ring message, barrier, broadcast) may take before CommError", K::Seconds},
   };

@@ -1,6 +1,7 @@
 // The kern:: functions of the op table (ops/op_table.h) that host and device share, written
-// once: the C++ prelude (kernel_prelude.h) includes this file and the CUDA prelude embeds its
-// text after defining NX_KERN_FN as __device__ __forceinline__. No headers: NVRTC compiles it as
+// once: the C++ prelude (kernel_prelude.h) includes this file; on the device it follows the CUDA
+// prelude (kernel_prelude_cuda.h, which defines NX_KERN_FN as __device__ __forceinline__), as
+// text for NVRTC and as an #include in the backend's nvcc-compiled kernels (cuda/kernels). No headers: NVRTC compiles it as
 // it is. What differs between host and device (conversions, abs, pow and the transcendentals)
 // stays in each prelude.
 #pragma once

@@ -1,12 +1,13 @@
 // The elementwise op table: one row per op, the only place an op is listed. The enums and
 // op_name (op_kind.h), the front ends' dtype rules (ops/elementwise.cpp), the eager kernels
-// (ops/cpu/elementwise_kernel.cpp), the interpreter (codegen/interp.cpp), both renderer dialects
-// (codegen/render.cpp) and the Python enums (src/bind_ops.cpp) are all generated from it, and
-// all of them compute an op with the one kern:: function its row names.
+// (ops/cpu/elementwise_kernel.cpp), the CUDA backend's kernels (cuda/kernels), the interpreter
+// (codegen/interp.cpp), both renderer dialects (codegen/render.cpp) and the Python enums
+// (src/bind_ops.cpp) are all generated from it, and all of them compute an op with the one kern::
+// function its row names.
 //
 // Adding an op: its row here, its kern:: function (codegen/kernel_ops.h when one definition
 // serves host and device; a transcendental goes to kernel_prelude.h and, for the device, to the
-// CUDA prelude in codegen/render.cpp), and its derivative rule (ops/derivative_rules.h, with
+// CUDA prelude codegen/kernel_prelude_cuda.h), and its derivative rule (ops/derivative_rules.h, with
 // what it saves in ops/derivatives.cpp). tests/python/test_op_table.py then checks the new row
 // in eager, the interpreter and a compiled kernel; a public op also wants its nx.<name> line in
 // python/nexus/functional.py (the same test lists any that is missing).

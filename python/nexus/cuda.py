@@ -16,12 +16,11 @@ from . import _C
 
 try:  # registers the backend with the core (one per process), whatever the machine has
     from . import _C_cuda as _backend
-except ImportError as e:  # built without a CUDA toolkit
+except ImportError:  # built without a CUDA toolkit
     _backend = None
-    _import_error = str(e)
 
-__all__ = ["is_available", "unavailable_reason", "device_count", "synchronize", "memory_stats",
-           "empty_cache", "get_device_name", "get_device_capability", "is_built"]
+__all__ = ["is_available", "unavailable_reason", "is_built", "device_count", "synchronize", "memory_stats",
+           "empty_cache", "get_device_name", "get_device_capability", "allow_tf32", "set_allow_tf32"]
 
 
 def is_built() -> bool:
@@ -85,6 +84,24 @@ def empty_cache() -> None:
     """Returns the blocks the caching allocator holds for reuse to the driver."""
     if _backend is not None and is_available():
         _backend.empty_cache()
+
+
+def allow_tf32() -> bool:
+    """Whether float32 matmuls on CUDA may round their inputs to TF32 on tensor cores (off by
+    default, as ``torch.backends.cuda.matmul.allow_tf32``; ``NEXUS_CUDA_TF32=1`` turns it on)."""
+    return _backend is not None and bool(_backend.allow_tf32())
+
+
+def set_allow_tf32(on: bool) -> None:
+    """Lets float32 matmuls on CUDA use TF32 tensor cores (about 8x the float32 rate on an A100 or
+    H100, with a 10-bit mantissa for the inputs), or not. Example: ``nx.cuda.set_allow_tf32(True)``.
+
+    Raises:
+        RuntimeError: this installation has no CUDA backend.
+    """
+    if _backend is None:
+        raise RuntimeError(f"CUDA is not available: {unavailable_reason()}")
+    _backend.set_allow_tf32(bool(on))
 
 
 def get_device_name(device=None) -> str:
