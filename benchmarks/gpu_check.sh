@@ -18,11 +18,14 @@ if [ -n "$WHEELS" ]; then
 fi
 command -v nvcc >/dev/null || { echo "gpu_check: nvcc is not on PATH: the CUDA backend needs the toolkit"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader || true
-# This machine's architecture only (NEXUS_CUDA_ARCHS), and NEXUS_CUDA=ON: a build without the
-# backend fails here instead of skipping every GPU test.
+# This machine's architecture only (NEXUS_CUDA_ARCHS, from the first GPU's compute capability,
+# with its PTX), and NEXUS_CUDA=ON: a build without the backend fails here instead of skipping
+# every GPU test.
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .' || true)
+archs=${NEXUS_CUDA_ARCHS:-${cc:-75-real;80-real;86-real;89-real;90}}
 start=$(date +%s)
 "$PY" -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=build/gpu \
-  -Ccmake.define.NEXUS_CUDA=ON -Ccmake.define.NEXUS_CUDA_ARCHS="${NEXUS_CUDA_ARCHS:-native}" .
+  -Ccmake.define.NEXUS_CUDA=ON -Ccmake.define.NEXUS_CUDA_ARCHS="$archs" .
 echo "gpu_check: built and installed in $(( $(date +%s) - start )) s"
 "$PY" -m nexus.cli info
 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/gpu tests/python/test_device.py

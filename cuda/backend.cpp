@@ -9,6 +9,7 @@
 #include <limits>
 #include <mutex>
 
+#include "archs.h"
 #include "device_guard.h"
 #include "kernels/kernels.h"
 #include "operands.h"
@@ -127,6 +128,18 @@ void CudaBackend::check_device(int index) {
   if (index < 0 || index >= p.count)
     throw DeviceError(str("cuda:", index, " requested but only ", p.count, p.count == 1 ? " device" : " devices",
                           " (cuda:0", p.count > 1 ? str(" to cuda:", p.count - 1) : std::string(), ") visible"));
+  if (index < int(kMaxChecked) && checked_[size_t(index)].load(std::memory_order_acquire)) return;
+  int major = 0, minor = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index), "cudaDeviceGetAttribute");
+  if (!runs_on(build_archs(), 10 * major + minor))
+    throw DeviceError(str("cuda:", index, " has compute capability ", major, ".", minor, ", but this build of nexus ",
+                          "carries code for ", describe(build_archs()), " only",
+                          major < 7 || (major == 7 && minor < 5)
+                              ? " (CUDA 13 toolkits no longer target it): rebuild with a CUDA 12 toolkit and "
+                                "NEXUS_CUDA_ARCHS including it, as the README's Build options say for V100 (sm_70)"
+                              : ": rebuild with -Ccmake.define.NEXUS_CUDA_ARCHS including it"));
+  if (index < int(kMaxChecked)) checked_[size_t(index)].store(true, std::memory_order_release);
 }
 
 void* CudaBackend::allocate(size_t nbytes, int index) { return allocator_.allocate(nbytes, index); }

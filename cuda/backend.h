@@ -3,6 +3,8 @@
 // imports on a machine without one). Kernels are queued on the device's stream (device_guard.h).
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <string>
 
 #include "allocator.h"
@@ -34,6 +36,8 @@ class CudaBackend final : public device::Backend {
   CachingAllocator& allocator() { return allocator_; }
 
  private:
+  static constexpr size_t kMaxChecked = 64;  // devices whose architecture check is remembered
+  std::array<std::atomic<bool>, kMaxChecked> checked_{};
   CachingAllocator allocator_;
 };
 

@@ -32,6 +32,15 @@ constexpr int CUBLAS_TF32_TENSOR_OP_MATH = 3;  // float32 GEMMs may round inputs
 using CreateFn = cublasStatus_t (*)(cublasHandle_t*);
 using SetStreamFn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
 using SetMathModeFn = cublasStatus_t (*)(cublasHandle_t, int);
+// cublasGemmStridedBatchedEx: inputs and output of one cudaDataType, computed in another.
+using GemmExFn = cublasStatus_t (*)(cublasHandle_t, int transa, int transb, int m, int n, int k, const void* alpha,
+                                    const void* A, int a_type, int lda, long long stride_a, const void* B, int b_type,
+                                    int ldb, long long stride_b, const void* beta, void* C, int c_type, int ldc,
+                                    long long stride_c, int batch, int compute_type, int algo);
+constexpr int CUDA_R_16F = 2;           // cudaDataType (library_types.h)
+constexpr int CUDA_R_16BF = 14;         //
+constexpr int CUBLAS_COMPUTE_32F = 68;  // cublasComputeType_t: float32 accumulation
+constexpr int CUBLAS_GEMM_DEFAULT = -1;
 template <class T> using GemmFn = cublasStatus_t (*)(cublasHandle_t, int transa, int transb, int m, int n, int k,
                                                      const T* alpha, const T* A, int lda, long long stride_a,
                                                      const T* B, int ldb, long long stride_b, const T* beta, T* C,
@@ -64,6 +73,7 @@ struct Cublas {
   SetMathModeFn set_math_mode = nullptr;
   GemmFn<float> sgemm = nullptr;
   GemmFn<double> dgemm = nullptr;
+  GemmExFn gemm_ex = nullptr;
 };
 
 // The directory holding this extension (site-packages/nexus), found from one of its symbols.
@@ -104,7 +114,8 @@ Cublas load() {
   c.set_math_mode = reinterpret_cast<SetMathModeFn>(sym("cublasSetMathMode"));
   c.sgemm = reinterpret_cast<GemmFn<float>>(sym("cublasSgemmStridedBatched"));
   c.dgemm = reinterpret_cast<GemmFn<double>>(sym("cublasDgemmStridedBatched"));
-  if (!c.create || !c.set_stream || !c.set_math_mode || !c.sgemm || !c.dgemm) c.lib = nullptr;
+  c.gemm_ex = reinterpret_cast<GemmExFn>(sym("cublasGemmStridedBatchedEx"));
+  if (!c.create || !c.set_stream || !c.set_math_mode || !c.sgemm || !c.dgemm || !c.gemm_ex) c.lib = nullptr;
   return c;
 }
 
@@ -174,8 +185,17 @@ void gemm_strided_batched(DType t, int64_t m, int64_t n, int64_t k, const GemmOp
                              reinterpret_cast<const double*>(pb), ldb, b.batch_stride, &zero,
                              reinterpret_cast<double*>(pc), ildc, stride_c, count),
                    "cublasDgemmStridedBatched");
+    } else if (t == DType::Float16 || t == DType::BFloat16) {
+      // Half-width storage on tensor cores, accumulated in float32 and rounded once into C: the
+      // host's float16/bfloat16 matmul computes in float32 and rounds the result the same way.
+      const float one = 1, zero = 0;
+      const int type = t == DType::Float16 ? CUDA_R_16F : CUDA_R_16BF;
+      check_status(
+          lib.gemm_ex(h, ta, tb, im, in, ik, &one, pa, type, lda, a.batch_stride, pb, type, ldb, b.batch_stride, &zero,
+                      pc, type, ildc, stride_c, count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx");
     } else {
-      throw TypeError(str("matmul on CUDA: expected float32 or float64, got ", dtype_name(t)));
+      throw TypeError(str("matmul on CUDA: expected a floating dtype, got ", dtype_name(t)));
     }
   }
 }

@@ -20,7 +20,8 @@ struct GemmOperand {
 };
 
 // C[b] = op(A[b]) op(B[b]) in cuBLAS's column-major terms: C is m x n (leading dimension ldc,
-// batches stride_c apart), op(A) m x k, op(B) k x n; float32 or float64, on the current device
+// batches stride_c apart), op(A) m x k, op(B) k x n; float32, float64, float16 or bfloat16 (these
+// two on tensor cores, accumulated in float32), on the current device
 // and `stream`. DeviceError when cuBLAS cannot be loaded ("pip install nvidia-cublas") or fails.
 // Whether float32 GEMMs may round their inputs to TF32 on tensor cores (torch's
 // backends.cuda.matmul.allow_tf32); off unless NEXUS_CUDA_TF32 says otherwise.

@@ -64,8 +64,7 @@ Tensor gemm_ready(CudaBackend& be, const Tensor& x) {
 }  // namespace
 
 void CudaBackend::matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
-  NX_CHECK_TYPE(out.dtype() == DType::Float32 || out.dtype() == DType::Float64,
-                "matmul on CUDA: expected float32 or float64, got ", dtype_name(out.dtype()));
+  NX_CHECK_TYPE(is_floating(out.dtype()), "matmul on CUDA: expected a floating dtype, got ", dtype_name(out.dtype()));
   const int64_t nd = out.ndim();
   NX_ASSERT(nd >= 2 && a_in.ndim() == nd && b_in.ndim() == nd, "CUDA matmul operands of ndim ", a_in.ndim(), ", ",
             b_in.ndim(), " for out ", nd);

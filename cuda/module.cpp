@@ -8,6 +8,7 @@
 
 #include <sstream>
 
+#include "archs.h"
 #include "backend.h"
 #include "cublas.h"
 #include "base/error.h"
@@ -18,23 +19,7 @@ namespace py = pybind11;
 using namespace nexus;
 using namespace nexus::cuda;
 
-#ifndef NEXUS_CUDA_ARCHS
-#error "the build passes NEXUS_CUDA_ARCHS, the CUDA architectures it compiles for"
-#endif
-
 namespace {
-
-// "75-real,80-real,90" (CMAKE_CUDA_ARCHITECTURES) -> sm_75, sm_80, sm_90 (plus compute_90 PTX
-// for an entry without -real, listed by build_archs as its sm_XX).
-std::vector<std::string> build_archs() {
-  std::vector<std::string> out;
-  std::stringstream ss(NEXUS_CUDA_ARCHS);
-  for (std::string item; std::getline(ss, item, ',');) {
-    const std::string num = item.substr(0, item.find('-'));
-    if (!num.empty()) out.push_back("sm_" + num);
-  }
-  return out;
-}
 
 // The same mapping as nexus._C's translator, in case this module's exceptions are raised before
 // (or without) _C's registration.
@@ -127,7 +112,19 @@ PYBIND11_MODULE(_C_cuda, m) {
       py::arg("index") = 0, "(major, minor) of device `index`.");
   m.def("allow_tf32", &allow_tf32, "Whether float32 matmuls may use TF32 tensor cores.");
   m.def("set_allow_tf32", &set_allow_tf32, py::arg("on"), "Lets float32 matmuls use TF32 tensor cores (or not).");
-  m.def("build_archs", &build_archs, "The sm_XX architectures this build carries code for.");
+  m.def(
+      "build_archs",
+      [] {
+        std::vector<std::string> out;
+        for (const BuildArch& a : build_archs()) out.push_back("sm_" + std::to_string(a.cc));
+        return out;
+      },
+      "The sm_XX architectures this build carries code for.");
+  m.def(
+      "runs_on",
+      [](const std::string& archs, int major, int minor) { return runs_on(parse_archs(archs), 10 * major + minor); },
+      py::arg("archs"), py::arg("major"), py::arg("minor"),
+      "Whether a build for `archs` (CMake's list, comma-separated) runs on a device of that capability.");
   m.def("size_class", &size_class, py::arg("nbytes"), "Bytes the caching allocator reserves for a request.");
   m.def(
       "launch_geometry",

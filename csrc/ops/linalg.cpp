@@ -97,9 +97,11 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   sa.insert(sa.end(), {a.shape()[a.ndim() - 2], ka});
   sb.insert(sb.end(), {kb, b.shape().back()});
   so.insert(so.end(), {a.shape()[a.ndim() - 2], b.shape().back()});
-  Tensor ac = cpu::broadcast_view(cast(a.detach(), cdt), sa);
-  Tensor bc = cpu::broadcast_view(cast(b.detach(), cdt), sb);
-  Tensor out = Tensor::empty(so, cdt, dev);
+  // A device multiplies float16/bfloat16 at their width (tensor cores): no staging casts there.
+  const DType kdt = !dev.is_cpu() && (dt == DType::Float16 || dt == DType::BFloat16) ? dt : cdt;
+  Tensor ac = cpu::broadcast_view(cast(a.detach(), kdt), sa);
+  Tensor bc = cpu::broadcast_view(cast(b.detach(), kdt), sb);
+  Tensor out = Tensor::empty(so, kdt, dev);
   if (dev.is_cpu()) {
     dispatch_compute(cdt, "matmul", [&](auto t) { gemm_batched<decltype(t)>(out, ac, bc); });
   } else {

@@ -85,3 +85,19 @@ def test_memory_stats_start_at_zero_for_an_unused_device():
     stats = _C_cuda.memory_stats(7)
     assert stats == {"allocated_bytes": 0, "cached_bytes": 0, "peak_allocated_bytes": 0, "hits": 0, "misses": 0}
     _C_cuda.empty_cache()  # nothing cached: a no-op, never an error
+
+
+@pytest.mark.parametrize("archs, cc, runs", [
+    ("75-real,80-real,86-real,89-real,90", (7, 0), False),  # V100 and CUDA 13's default list
+    ("75-real,80-real,86-real,89-real,90", (7, 5), True),
+    ("75-real,80-real,86-real,89-real,90", (8, 7), True),  # Orin: sm_86 code runs on 8.7
+    ("75-real,80-real,86-real,89-real,90", (10, 0), True),  # Blackwell: the compute_90 PTX
+    ("75-real,80-real,86-real,89-real,90-real", (10, 0), False),  # no PTX to compile forward
+    ("70-real,80", (7, 0), True), ("80-real", (7, 5), False), ("80", (9, 0), True)])
+def test_a_build_runs_on_its_architectures_and_what_its_ptx_reaches(archs, cc, runs):
+    assert _C_cuda.runs_on(archs, *cc) is runs
+
+
+def test_a_malformed_architecture_list_names_the_entry():
+    with pytest.raises(ValueError, match="'sm80'"):
+        _C_cuda.runs_on("75-real,sm80", 8, 0)
