@@ -144,6 +144,8 @@ void bind_graph(py::module_& m) {
            py::arg("state"), py::arg("reducer") = nullptr, nogil)
       .def("predict", &engine::CompiledModel::predict, nogil)
       .def("evaluate_loss", &engine::CompiledModel::evaluate_loss, nogil)
+      .def("to", &engine::CompiledModel::to, py::arg("device"), nogil)
+      .def_property_readonly("device", &engine::CompiledModel::device)
       .def_property_readonly("params", &engine::CompiledModel::params)
       .def_property_readonly("buffers", &engine::CompiledModel::buffers)
       .def_property_readonly("grads", &engine::CompiledModel::grads)

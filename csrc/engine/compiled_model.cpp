@@ -13,26 +13,37 @@ namespace nexus::engine {
 using graph::OpKind;
 
 CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers, bool fuse)
-    : g_(std::move(g)), params_(std::move(params)), buffers_(std::move(buffers)) {
+    : g_(std::move(g)), params_(std::move(params)), buffers_(std::move(buffers)), fuse_(fuse) {
   NX_CHECK(g_.inputs.size() == 2, "a compiled model needs two inputs (features, labels), got ", g_.inputs.size());
   NX_CHECK(g_.output >= 0 && g_.loss >= 0, "a compiled model needs an output and a loss");
   NX_CHECK(params_.size() == g_.params.size(), "expected ", g_.params.size(), " parameter tensors, got ",
            params_.size());
   NX_CHECK(buffers_.size() == g_.buffers.size(), "expected ", g_.buffers.size(), " buffers, got ", buffers_.size());
+  for (const Tensor& t : params_)
+    NX_CHECK(t.device() == params_[0].device(), "a compiled model's parameters must be on one device, got ",
+             params_[0].device().str(), " and ", t.device().str());
+  if (!params_.empty()) device_ = params_[0].device();
+  for (Tensor& t : buffers_) t = ops::to_device(t, device_);
   // The compile driver: a list of named passes.
   graph::autodiff(g_);
+  grads_.resize(params_.size());
+  plan();
+}
+
+void CompiledModel::plan() {
   std::vector<int> roots = g_.param_grads;
   roots.push_back(g_.loss);
   const int all = int(g_.nodes().size());
-  // After autodiff, so the values backward reads count as the groups' outputs.
-  if (fuse) fusion_ = std::make_unique<GraphKernels>(g_, g_.forward_end);
+  // After autodiff, so the values backward reads count as the groups' outputs. Generated kernels
+  // are host code: on a device every node runs on its own.
+  fusion_.reset();
+  if (fuse_ && device_.is_cpu()) fusion_ = std::make_unique<GraphKernels>(g_, g_.forward_end);
   train_ = schedule(roots, all);
   predict_ = schedule({g_.output}, g_.forward_end);
   loss_ = schedule({g_.loss}, g_.forward_end);
-  grads_.resize(params_.size());
   // A gradient is final once its producer has run: values are written once. A producer inside
   // a fused group runs when the group's last member does.
-  grads_final_at_.resize(size_t(all));
+  grads_final_at_.assign(size_t(all), {});
   for (size_t i = 0; i < params_.size(); ++i) {
     const int v = g_.param_grads[i];
     if (v < 0) continue;
@@ -41,6 +52,22 @@ CompiledModel::CompiledModel(graph::Graph g, std::vector<Tensor> params, std::ve
     if (group >= 0) at = fusion_->plan.groups[size_t(group)].group.nodes.back();
     grads_final_at_[size_t(at)].push_back(i);
   }
+}
+
+void CompiledModel::to(Device device) {
+  if (device == device_) return;
+  for (Tensor& t : params_) t = ops::to_device(t.detach(), device);
+  for (Tensor& t : buffers_) t = ops::to_device(t.detach(), device);
+  for (Tensor& t : grads_) t = t.defined() ? ops::to_device(t, device) : t;
+  device_ = device;
+  plan();
+}
+
+Tensor CompiledModel::on_device(const Tensor& t) const { return ops::to_device(t, device_); }
+
+// The loss a pass computed, as a host double.
+static double host_loss(const Tensor& loss) {
+  return *ops::to_device(ops::astype(loss, DType::Float64), Device::cpu()).data<double>();
 }
 
 // The pass over the nodes [0, end) that `roots` need; it keeps every result a caller may read.
@@ -75,14 +102,14 @@ void CompiledModel::bind_state(Executor& ex) const {
 }
 
 double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const GradReady& ready) {
-  Executor ex(g_, fusion_.get());
+  Executor ex(g_, fusion_.get(), device_);
   bind_state(ex);
   if (ready)
     ex.after_node = [&](size_t i) {
       for (size_t p : grads_final_at_[i]) ready(p, ex.get(g_.param_grads[p]));
     };
-  ex.set(g_.inputs[0], x);
-  ex.set(g_.inputs[1], y);
+  ex.set(g_.inputs[0], on_device(x));
+  ex.set(g_.inputs[1], on_device(y));
   autograd::NoGradGuard no_grad;  // the graph holds the backward: nothing records a tape
   ex.run(0, g_.nodes().size(), train_, /*training=*/true);
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -93,8 +120,7 @@ double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const G
       if (grads_[j].defined() && grads_[j].storage() == grads_[i].storage())
         grads_[i] = ops::contiguous(grads_[i], /*force_copy=*/true);
   }
-  Tensor loss = ops::astype(ex.get(g_.loss), DType::Float64);
-  return *loss.data<double>();
+  return host_loss(ex.get(g_.loss));
 }
 
 double CompiledModel::train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt, double lr,
@@ -108,35 +134,47 @@ double CompiledModel::reduced_forward_backward(const Tensor& x, const Tensor& y,
   NX_CHECK(x.defined() && x.ndim() > 0, "train_step: the features need a batch dimension");
   const int64_t rows = x.dim(0);
   reducer.begin(rows);
+  // The reduction runs on host buffers: on a device, each gradient is copied to the host as soon
+  // as it is final (while backward goes on) and the reduced ones are copied back.
+  const bool staged = !device_.is_cpu();
+  std::vector<Tensor> host(params_.size());
   double loss = 0;
   if (rows > 0) {
-    loss = forward_backward(x, y, [&reducer](size_t p, const Tensor& g) {
-      if (g.defined() && g.is_contiguous()) reducer.on_grad_ready(p, g);
+    loss = forward_backward(x, y, [&](size_t p, const Tensor& g) {
+      if (!g.defined() || !g.is_contiguous()) return;
+      host[p] = staged ? ops::to_device(g, Device::cpu()) : g;
+      reducer.on_grad_ready(p, host[p]);
     });
   } else {
-    for (size_t i = 0; i < params_.size(); ++i) grads_[i] = Tensor::zeros(params_[i].shape(), params_[i].dtype());
+    for (size_t i = 0; i < params_.size(); ++i)
+      grads_[i] = Tensor::zeros(params_[i].shape(), params_[i].dtype(), device_);
   }
-  return reducer.finish(grads_, loss);
+  if (!staged) return reducer.finish(grads_, loss);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!host[i].defined() && grads_[i].defined()) host[i] = ops::to_device(grads_[i], Device::cpu());
+  const double reported = reducer.finish(host, loss);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (host[i].defined()) grads_[i] = ops::to_device(host[i], device_);
+  return reported;
 }
 
 Tensor CompiledModel::predict(const Tensor& x) {
-  Executor ex(g_, fusion_.get());
+  Executor ex(g_, fusion_.get(), device_);
   bind_state(ex);
-  ex.set(g_.inputs[0], x);
+  ex.set(g_.inputs[0], on_device(x));
   autograd::NoGradGuard no_grad;
   ex.run(0, size_t(g_.forward_end), predict_, /*training=*/false);
   return ex.get(g_.output);
 }
 
 double CompiledModel::evaluate_loss(const Tensor& x, const Tensor& y) {
-  Executor ex(g_, fusion_.get());
+  Executor ex(g_, fusion_.get(), device_);
   bind_state(ex);
-  ex.set(g_.inputs[0], x);
-  ex.set(g_.inputs[1], y);
+  ex.set(g_.inputs[0], on_device(x));
+  ex.set(g_.inputs[1], on_device(y));
   autograd::NoGradGuard no_grad;
   ex.run(0, size_t(g_.forward_end), loss_, /*training=*/false);
-  Tensor loss = ops::astype(ex.get(g_.loss), DType::Float64);
-  return *loss.data<double>();
+  return host_loss(ex.get(g_.loss));
 }
 
 }  // namespace nexus::engine

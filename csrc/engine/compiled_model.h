@@ -20,6 +20,12 @@ class CompiledModel {
   // kernels (codegen/); false runs every node on its own (the reference fusion is tested against).
   CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers, bool fuse = true);
 
+  // Moves the parameters and buffers to `device`; every later pass runs there, its inputs moved
+  // to it first. On a device every node runs on its own (the generated kernels are host code);
+  // fusion comes back with a move to the host.
+  void to(Device device);
+  Device device() const { return device_; }
+
   // Called during backward with a parameter's index and its gradient as soon as that gradient
   // is final (nothing later in the pass writes it), so a caller can start reducing it while
   // backward goes on (data-parallel overlap). Runs on the thread running the pass.
@@ -53,6 +59,8 @@ class CompiledModel {
   Traffic step_traffic(int64_t batch) const;
 
  private:
+  void plan();  // fusion (where it runs) and the passes' schedules
+  Tensor on_device(const Tensor& t) const;
   void bind_state(Executor& ex) const;
   double reduced_forward_backward(const Tensor& x, const Tensor& y, GradReducer& reducer);
   Schedule schedule(const std::vector<int>& roots, int end) const;
@@ -62,6 +70,8 @@ class CompiledModel {
   std::vector<Tensor> params_, buffers_, grads_;
   Schedule train_, predict_, loss_;
   std::vector<std::vector<size_t>> grads_final_at_;  // per node: params whose gradient it ends
+  bool fuse_ = true;
+  Device device_;
 };
 
 }  // namespace nexus::engine

@@ -91,14 +91,14 @@ bool typed(OpKind k) {
          k == OpKind::Randn;
 }
 
-Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, const graph::Value& v) {
+Tensor run_typed_node(const Node& n, const std::vector<Tensor>& in, const graph::Value& v, Device device) {
   const auto& F = n.attrs.floats;
   switch (n.kind) {
     case OpKind::Const: return ops::full({}, F.at(0), v.dtype);
-    case OpKind::Fill: return ops::full(v.shape, F.at(0), v.dtype);
-    case OpKind::Arange: return ops::arange(F.at(0), F.at(1), F.at(2), v.dtype);
-    case OpKind::Rand: return ops::rand(v.shape, v.dtype);
-    case OpKind::Randn: return ops::randn(v.shape, v.dtype);
+    case OpKind::Fill: return ops::full(v.shape, F.at(0), v.dtype, device);
+    case OpKind::Arange: return ops::to_device(ops::arange(F.at(0), F.at(1), F.at(2), v.dtype), device);
+    case OpKind::Rand: return ops::to_device(ops::rand(v.shape, v.dtype), device);
+    case OpKind::Randn: return ops::to_device(ops::randn(v.shape, v.dtype), device);
     default: break;
   }
   autograd::NoGradGuard no_grad;  // autodiff differentiates the graph, never this tape
@@ -189,8 +189,8 @@ MemoryStats memory_stats(const graph::Graph& g, const GraphKernels* fusion, cons
   return m;
 }
 
-Executor::Executor(const graph::Graph& g, const GraphKernels* fusion)
-    : g_(g), fusion_(fusion), env_(g.values().size()) {}
+Executor::Executor(const graph::Graph& g, const GraphKernels* fusion, Device device)
+    : g_(g), fusion_(fusion), device_(device), env_(g.values().size()) {}
 
 void Executor::run(size_t begin, size_t end, const Schedule& s, bool training) {
   for (size_t i = begin; i < end; ++i) {
@@ -232,14 +232,14 @@ void Executor::forward(size_t i, bool training) {
   std::vector<Tensor> in = node_inputs(n, env_);
   Tensor out;
   if (typed(n.kind)) {
-    env_[size_t(n.outputs[0])] = run_typed_node(n, in, g_.value(n.outputs[0]));
+    env_[size_t(n.outputs[0])] = run_typed_node(n, in, g_.value(n.outputs[0]), device_);
     return;
   }
   switch (n.kind) {
     case OpKind::Input:
     case OpKind::Param:
     case OpKind::Buffer: return;  // set by the caller
-    case OpKind::OnesLike: out = ops::full(in[0].shape(), 1.0, in[0].dtype()); break;
+    case OpKind::OnesLike: out = ops::full(in[0].shape(), 1.0, in[0].dtype(), in[0].device()); break;
     case OpKind::Dropout:
       if (n.outputs.size() > 1) {  // autodiff gave the node a second output: the mask its rule reads
         const bool on = n.attrs.ints.empty() ? training : n.attrs.ints[0] != 0;

@@ -67,15 +67,20 @@ Tensor run_forward_node(const graph::Node& node, const std::vector<Tensor>& inpu
 // The nodes whose result is described by their value (its dtype, and for sources its shape),
 // not by their inputs: constants, conversions and generators (Const, Cast, Fill, Arange, Rand, Randn).
 bool typed(graph::OpKind kind);
-Tensor run_typed_node(const graph::Node& node, const std::vector<Tensor>& inputs, const graph::Value& value);
+// Sources (Const, Fill, Arange, Rand, Randn) are made on `device` (random numbers are drawn on
+// the host and copied, as nx.rand does); a scalar Const stays a host scalar, which goes with any
+// device's tensors.
+Tensor run_typed_node(const graph::Node& node, const std::vector<Tensor>& inputs, const graph::Value& value,
+                      Device device = Device::cpu());
 
 // Shape inference (engine/shape_infer.h) runs forward nodes through the two functions above.
 
 // The state of one pass over a graph: values by id. Passes run under no-grad.
 class Executor {
  public:
-  // fusion: null runs every node on its own.
-  explicit Executor(const graph::Graph& g, const GraphKernels* fusion = nullptr);
+  // fusion: null runs every node on its own. device: where the pass's sources are made (its
+  // inputs, parameters and buffers are set on it by the caller).
+  explicit Executor(const graph::Graph& g, const GraphKernels* fusion = nullptr, Device device = Device::cpu());
 
   void set(int value, Tensor t) { env_[size_t(value)] = std::move(t); }
   const Tensor& get(int value) const { return env_[size_t(value)]; }
@@ -96,6 +101,7 @@ class Executor {
 
   const graph::Graph& g_;
   const GraphKernels* fusion_;
+  Device device_;
   std::vector<Tensor> env_;
 };
 

@@ -241,6 +241,9 @@ void step(const Config& c, double lr, const std::vector<Tensor>& params, const s
            " gradients; pass one (or None) per parameter");
   for (size_t i = 0; i < params.size(); ++i) check_param(params[i], grads[i], i, c);
   check_state(c, params, s);
+  for (size_t i = 0; i < params.size(); ++i)  // a model moved to another device takes its moments along
+    for (Tensor* buf : {&s.m[i], &s.v[i]})
+      if (buf->defined() && buf->device() != params[i].device()) *buf = to_device(*buf, params[i].device());
   std::vector<Tensor> g = contiguous_grads(grads, kind_name(c.kind));
   double scale = c.clip_norm > 0 ? clip_scale(global_grad_norm(g), c.clip_norm) : 1.0;
 

@@ -31,8 +31,8 @@ def write_atomic(path: Path, data: bytes) -> None:
 def save(model, path) -> None:
     from safetensors.numpy import save as st_save  # noqa: PLC0415
 
-    tensors = {f"param/{n}": np.ascontiguousarray(t.numpy()) for n, t in model.params.items()}
-    tensors.update({f"buffer/{n}": np.ascontiguousarray(t.numpy())
+    tensors = {f"param/{n}": np.ascontiguousarray(t.cpu().numpy()) for n, t in model.params.items()}
+    tensors.update({f"buffer/{n}": np.ascontiguousarray(t.cpu().numpy())
                     for n, t in model.buffers.items()})
     state = model.optimizer.state_dict()
     tensors.update({f"optim/{k}": np.ascontiguousarray(v) for k, v in state["state"].items()})
@@ -43,11 +43,13 @@ def save(model, path) -> None:
     write_atomic(Path(path), st_save(tensors, metadata=meta))
 
 
-def load(path):
-    """A Model restored from ``path`` (written by ``model.save``).
+def load(path, device=None):
+    """A Model restored from ``path`` (written by ``model.save`` on any device), on ``device``
+    (the host unless given: "cuda", "cuda:N", an ``nx.device``).
 
-    Raises FileNotFoundError for a missing file and ValueError for one that is corrupt,
-    truncated or not a Nexus checkpoint. Example: ``model = nx.load("mlp.nexus")``.
+    Raises FileNotFoundError for a missing file, ValueError for one that is corrupt, truncated
+    or not a Nexus checkpoint, RuntimeError for a device that cannot be used.
+    Example: ``model = nx.load("mlp.nexus", device="cuda")``.
     """
     from safetensors import SafetensorError, safe_open  # noqa: PLC0415
 
@@ -82,5 +84,5 @@ def load(path):
         "type": opt_meta["config"]["class"], "step": opt_meta["step"],
         "param_steps": tensors.get("optim_param_steps", np.zeros(0, np.int64)),
         "state": {k[len("optim/"):]: v for k, v in tensors.items() if k.startswith("optim/")}})
-    return model
+    return model if device is None else model.to(device)
 

@@ -292,7 +292,7 @@ class GraphBuilder:
         return self.add(skip, name=name)
 
     # ---- compile and inspect --------------------------------------------------------------------
-    def compile(self, loss: str = "cross_entropy", optimizer=None, fusion: bool = True):
+    def compile(self, loss: str = "cross_entropy", optimizer=None, fusion: bool = True, device=None):
         """A trainable model: forward, generated backward and the optimizer update in one native call.
 
         Args:
@@ -301,16 +301,19 @@ class GraphBuilder:
                 ``nx.optim.SGD(lr=0.01)``.
             fusion: run the forward's elementwise chains (bias + activation, residual adds) as
                 generated kernels (see ``nx.jit``); ``False`` runs every op on its own, same results.
+            device: where the model trains ("cpu" by default, "cuda", "cuda:N"); ``Model.to``
+                moves it later.
 
         Raises:
             ValueError: an unknown loss, an empty graph, outputs that are not (batch, classes).
+            RuntimeError: ``device`` cannot be used (no CUDA build, driver or GPU).
 
         Example:
             >>> model = g.compile(loss="cross_entropy", optimizer=nx.optim.Adam(lr=1e-3))
         """
         from .model import Model  # noqa: PLC0415  (model imports graph)
 
-        return Model.from_builder(self, loss, optimizer, fusion=fusion)
+        return Model.from_builder(self, loss, optimizer, fusion=fusion, device=device)
 
     def training_graph(self, loss: str = "cross_entropy") -> TrainingGraph:
         """The graph a compiled model trains, built on a replay of this builder's layers (same

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _C
 from .data import DataLoader
+from .functional import _device
 from .functional import tensor as _tensor
 from .graph import GraphBuilder
 
@@ -52,7 +53,7 @@ def check_samples(where: str, x, sample_shape) -> None:
 
 
 def _as_array(x) -> np.ndarray:
-    return np.asarray(x.numpy() if isinstance(x, _C.Tensor) else x)
+    return np.asarray(x.cpu().numpy() if isinstance(x, _C.Tensor) else x)
 
 
 class Model:
@@ -63,7 +64,7 @@ class Model:
 
     @classmethod
     def from_builder(cls, builder: GraphBuilder, loss: str = "cross_entropy", optimizer=None,
-                     fusion: bool = True) -> "Model":
+                     fusion: bool = True, device=None) -> "Model":
         """The trainable model ``builder`` describes; ``builder.compile(...)`` calls it, with the
         same arguments and errors (see ``GraphBuilder.compile``)."""
         tg = builder.training_graph(loss)
@@ -87,7 +88,29 @@ class Model:
         self.optimizer = optimizer
         self._opt_config = optimizer.native_config()
         self.history = History()
+        if device is not None:
+            self.to(device)
         return self
+
+    def to(self, device) -> "Model":
+        """Moves the parameters, buffers and optimizer state to ``device`` ("cpu", "cuda",
+        "cuda:N" or an ``nx.device``) and returns this model; every later step, prediction and
+        evaluation runs there (batches are copied over as they come). On a CUDA device each node
+        of the step runs as its own kernel (fused kernels are generated for the host).
+
+        Raises:
+            RuntimeError: the device cannot be used (no CUDA build, driver or GPU).
+
+        Example:
+            >>> model = g.compile(optimizer=nx.optim.Adam(lr=1e-3)).to("cuda")
+        """
+        self._native.to(_device(device))
+        return self
+
+    @property
+    def device(self) -> _C.device:
+        """Where the parameters live and the steps run."""
+        return self._native.device
 
     # ---- training ------------------------------------------------------------------------------
     def train_step(self, x, y, *, reducer=None, lr_scale: float = 1.0) -> float:
@@ -212,7 +235,7 @@ class Model:
         """
         x = _as_array(x)
         self._check_batch("predict", x)
-        parts = [self._native.predict(_as_features(x[i:i + batch_size], self._dtype)).numpy()
+        parts = [self._native.predict(_as_features(x[i:i + batch_size], self._dtype)).cpu().numpy()
                  for i in range(0, len(x), batch_size)]
         return np.concatenate(parts) if parts else np.zeros((0, self.num_classes), self._dtype)
 
@@ -228,7 +251,7 @@ class Model:
         for i in range(0, len(x), batch_size):
             xb, yb = x[i:i + batch_size], y[i:i + batch_size]
             total += self._native.evaluate_loss(_as_features(xb, self._dtype), _as_labels(yb)) * len(xb)
-            correct += int((self._native.predict(_as_features(xb, self._dtype)).numpy().argmax(1) == yb).sum())
+            correct += int((self._native.predict(_as_features(xb, self._dtype)).cpu().numpy().argmax(1) == yb).sum())
         return {"loss": total / len(x), "accuracy": correct / len(x)}
 
     # ---- checkpoints ---------------------------------------------------------------------------

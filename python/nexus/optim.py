@@ -265,7 +265,7 @@ class Optimizer:
         for name, bufs in zip(self._buffer_names, (s.m, s.v)):
             for i, t in enumerate(bufs):
                 if t is not None:
-                    tensors[f"{i}.{name}"] = np.array(t.numpy(), copy=True)
+                    tensors[f"{i}.{name}"] = np.array(t.cpu().numpy(), copy=True)
         return {"type": type(self).__name__, "step": int(s.step),
                 "param_steps": np.array(s.param_steps, dtype=np.int64), "state": tensors}
 

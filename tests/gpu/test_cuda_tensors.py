@@ -247,3 +247,50 @@ def test_optimizers_update_device_parameters_as_on_the_host(make):
             opt.step()
         results.append(host(w))
     np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-6)
+
+
+def compiled(device, optimizer):
+    g = (nx.GraphBuilder(seed=0).input("x", nx.Shape(32, 20)).dense(64, "relu").dropout(0.2)
+         .dense(32, "tanh").dense(5, "softmax"))
+    return g.compile(optimizer=optimizer, device=device, fusion=False)
+
+
+@pytest.mark.parametrize("make_opt", [lambda: nx.optim.SGD(lr=0.1, momentum=0.9), lambda: nx.optim.Adam(lr=1e-2)])
+def test_a_compiled_model_trains_on_the_device_as_on_the_host(make_opt):
+    rng = np.random.default_rng(13)
+    x, y = rng.standard_normal((32, 20)).astype(np.float32), rng.integers(0, 5, 32)
+    losses = {}
+    for device in ("cpu", DEV):
+        model = compiled(device, make_opt())
+        assert model.device == nx.device(device)
+        nx.manual_seed(4)  # the dropout masks: drawn on the host for either device
+        losses[device] = [model.train_step(x, y) for _ in range(5)]
+        losses[device + " predict"] = model.predict(x)
+        assert all(p.device == nx.device(device) for p in model.params.values())
+    np.testing.assert_allclose(losses[DEV], losses["cpu"], rtol=1e-4)
+    np.testing.assert_allclose(losses[DEV + " predict"], losses["cpu predict"], rtol=1e-4, atol=1e-6)
+
+
+def test_a_checkpoint_written_on_the_device_loads_on_either(tmp_path):
+    rng = np.random.default_rng(14)
+    x, y = rng.standard_normal((32, 20)).astype(np.float32), rng.integers(0, 5, 32)
+    model = compiled(DEV, nx.optim.Adam(lr=1e-2))
+    model.train_step(x, y)
+    model.save(tmp_path / "m.nexus")
+    on_host, on_gpu = nx.load(tmp_path / "m.nexus"), nx.load(tmp_path / "m.nexus", device=DEV)
+    assert on_gpu.device == nx.device(DEV) and on_host.device == nx.device("cpu")
+    np.testing.assert_allclose(on_gpu.predict(x), on_host.predict(x), rtol=1e-5, atol=1e-6)
+    # the optimizer state went along: the next steps agree too
+    np.testing.assert_allclose(on_gpu.train_step(x, y), on_host.train_step(x, y), rtol=1e-4)
+
+
+def test_a_model_moves_between_devices_with_its_optimizer_state():
+    rng = np.random.default_rng(15)
+    x, y = rng.standard_normal((32, 20)).astype(np.float32), rng.integers(0, 5, 32)
+    a, b = compiled("cpu", nx.optim.Adam(lr=1e-2)), compiled("cpu", nx.optim.Adam(lr=1e-2))
+    for _ in range(2):
+        a.train_step(x, y), b.train_step(x, y)
+    b.to(DEV)
+    np.testing.assert_allclose(b.train_step(x, y), a.train_step(x, y), rtol=1e-4)
+    b.to("cpu")
+    np.testing.assert_allclose(b.train_step(x, y), a.train_step(x, y), rtol=1e-4)

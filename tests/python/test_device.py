@@ -78,3 +78,27 @@ def test_nx_jit_refuses_to_trace_a_copy_between_devices():
         return x.to("cpu", copy=False) + nx.zeros(2, device="cpu")
 
     assert f(nx.ones(2)).tolist() == [1.0, 1.0]  # staying on the host records nothing to refuse
+
+
+def _small_model(**kw):
+    g = nx.GraphBuilder(seed=0).input("x", nx.Shape(16, 4)).dense(8, "relu").dense(3, "softmax")
+    return g.compile(optimizer=nx.optim.SGD(lr=0.1), **kw)
+
+
+def test_a_compiled_model_reports_its_device_and_moves_to_the_host_as_a_no_op(tmp_path):
+    model = _small_model(device="cpu")
+    assert model.device == nx.device("cpu") and model.to("cpu") is model
+    x, y = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32), np.arange(16) % 3
+    loss = model.train_step(x, y)
+    model.save(tmp_path / "m.nexus")
+    again = nx.load(tmp_path / "m.nexus", device="cpu")
+    assert again.device == nx.device("cpu")
+    np.testing.assert_array_equal(again.predict(x), model.predict(x))
+    assert np.isfinite(loss)
+
+
+@no_cuda
+@pytest.mark.parametrize("make", [lambda: _small_model(device="cuda"), lambda: _small_model().to("cuda:0")])
+def test_without_cuda_a_model_on_cuda_is_a_runtime_error(make):
+    with pytest.raises(RuntimeError, match="cuda"):
+        make()
