@@ -29,6 +29,17 @@ class CudaBackend final : public device::Backend {
   void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes) override;
   void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) override;
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b) override;
+  // conv.cpp: im2col + cuBLAS for conv2d, one kernel per pooling pass.
+  void conv2d_forward(const ops::Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                      const Tensor& y) override;
+  void conv2d_backward(const ops::Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+                       const Tensor& dx, const Tensor& dw, const Tensor& dbias) override;
+  void max_pool2d_forward(const ops::Pool2dGeometry& g, const Tensor& x, const Tensor& y,
+                          const Tensor& argmax) override;
+  void max_pool2d_backward(const ops::Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax,
+                           const Tensor& dx) override;
+  void avg_pool2d_forward(const ops::Pool2dGeometry& g, const Tensor& x, const Tensor& y) override;
+  void avg_pool2d_backward(const ops::Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) override;
 
   // Why there is no usable device ("" when there is one): no driver, a driver too old for this
   // runtime, no device. Worked out once, with device_count().

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/reduce_op.h"
+#include "ops/cpu/conv_kernel.h"
 #include "ops/op_kind.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
@@ -49,8 +50,25 @@ class Backend {
   // Index of the first maximum along the last axis of a contiguous (rows, n) tensor; NaN wins.
   virtual void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) = 0;
   // out = a @ b per batch: a (batch..., m, k), b (batch..., k, n) with equal batch dims (views,
-  // maybe transposed or broadcast), out (batch..., m, n) contiguous; float32 or float64.
+  // maybe transposed or broadcast), out (batch..., m, n) contiguous; all three of one floating
+  // dtype: float16 and bfloat16 too (a device multiplies them at their width, accumulating in
+  // float32, and rounds the result once, as the host's float32 staging does).
   virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b) = 0;
+
+  // 2-D convolution and pooling, as the host kernels of ops/cpu/conv_kernel.h (their comments
+  // give the conventions), on contiguous NCHW tensors of one float dtype (float32 or float64).
+  // bias and the gradients may be undefined (skipped); gradients are overwritten, not added to.
+  virtual void conv2d_forward(const ops::Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                              const Tensor& y) = 0;
+  virtual void conv2d_backward(const ops::Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy,
+                               const Tensor& dx, const Tensor& dw, const Tensor& dbias) = 0;
+  // argmax (int64, y's shape; may be undefined) gets the winner's flat index in its h*w plane.
+  virtual void max_pool2d_forward(const ops::Pool2dGeometry& g, const Tensor& x, const Tensor& y,
+                                  const Tensor& argmax) = 0;
+  virtual void max_pool2d_backward(const ops::Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax,
+                                   const Tensor& dx) = 0;
+  virtual void avg_pool2d_forward(const ops::Pool2dGeometry& g, const Tensor& x, const Tensor& y) = 0;
+  virtual void avg_pool2d_backward(const ops::Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) = 0;
 };
 
 // Registers the backend of a device type (called once, when its extension loads).

@@ -7,7 +7,6 @@
 namespace nexus::ops {
 
 static void check_nchw(const Tensor& x, const char* op) {
-  require_host(op, {x});
   NX_CHECK(x.ndim() == 4, op, ": input must be 4-D (N, C, H, W), got shape ", shape_str(x.shape()));
   NX_CHECK_TYPE(is_floating(x.dtype()), op, ": expected a floating-point input, got ", dtype_name(x.dtype()));
 }
@@ -15,7 +14,7 @@ static void check_nchw(const Tensor& x, const char* op) {
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
               int64_t pad_w) {
   check_nchw(x, "conv2d");
-  require_host("conv2d", {w, bias});
+  const Device dev = common_device("conv2d", {x, w, bias});
   NX_CHECK(w.ndim() == 4, "conv2d: weight must be 4-D (K, C, KH, KW), got shape ", shape_str(w.shape()));
   NX_CHECK(w.shape()[1] == x.shape()[1], "conv2d: weight of shape ", shape_str(w.shape()), " expects ", w.shape()[1],
            " input channels, but the input of shape ", shape_str(x.shape()), " has ", x.shape()[1]);
@@ -28,11 +27,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stri
   DType cdt = compute_dtype(dt);
   Tensor xc = contiguous(cast(x.detach(), cdt)), wc = contiguous(cast(w.detach(), cdt));
   Tensor bc = bias.defined() ? contiguous(cast(bias.detach(), cdt)) : Tensor();
-  Tensor out = Tensor::empty({g.n, g.k, g.out_h(), g.out_w()}, cdt);
-  dispatch_float(cdt, "conv2d", [&](auto t) {
-    using T = decltype(t);
-    conv2d_forward<T>(g, xc.data<T>(), wc.data<T>(), bc.defined() ? bc.data<T>() : nullptr, out.data<T>());
-  });
+  Tensor out = Tensor::empty({g.n, g.k, g.out_h(), g.out_w()}, cdt, dev);
+  kernel::conv2d_forward(g, xc, wc, bc, out);
   return autograd::record("conv2d", cast(out, dt), {x, w, bias}, grad::conv2d(x, w, g));
 }
 
@@ -47,12 +43,9 @@ Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t s
   Pool2dGeometry g = pool_geometry(x, kh, kw, sh, sw, "max_pool2d");
   DType cdt = compute_dtype(x.dtype());
   Tensor xc = contiguous(cast(x.detach(), cdt));
-  Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt);
-  Tensor argmax = Tensor::empty(out.shape(), DType::Int64);
-  dispatch_float(cdt, "max_pool2d", [&](auto t) {
-    using T = decltype(t);
-    max_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), argmax.data<int64_t>());
-  });
+  Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt, x.device());
+  Tensor argmax = Tensor::empty(out.shape(), DType::Int64, x.device());
+  kernel::max_pool2d_forward(g, xc, out, argmax);
   return autograd::record("max_pool2d", cast(out, x.dtype()), {x}, grad::max_pool2d(argmax, g));
 }
 
@@ -60,11 +53,8 @@ Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t s
   Pool2dGeometry g = pool_geometry(x, kh, kw, sh, sw, "avg_pool2d");
   DType cdt = compute_dtype(x.dtype());
   Tensor xc = contiguous(cast(x.detach(), cdt));
-  Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt);
-  dispatch_float(cdt, "avg_pool2d", [&](auto t) {
-    using T = decltype(t);
-    avg_pool2d_forward<T>(g, xc.data<T>(), out.data<T>());
-  });
+  Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt, x.device());
+  kernel::avg_pool2d_forward(g, xc, out);
   return autograd::record("avg_pool2d", cast(out, x.dtype()), {x}, grad::avg_pool2d(g));
 }
 

@@ -9,6 +9,7 @@
 
 #include "ops/cpu/softmax_xent_kernel.h"
 #include "ops/derivative_rules.h"
+#include "ops/dispatch.h"
 #include "ops/internal.h"
 
 namespace nexus::ops::grad {
@@ -184,14 +185,11 @@ BackwardFn matmul(const Tensor& a_in, const Tensor& b_in) {
 Grads conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dGeometry& g, const Needs& need) {
   DType cdt = compute_dtype(promote_types(x.dtype(), w.dtype()));
   Tensor xc = contiguous(cast(x, cdt)), wc = contiguous(cast(w, cdt)), dy = contiguous(cast(gy, cdt));
-  Tensor dx = need[0] ? Tensor::empty(x.shape(), cdt) : Tensor();
-  Tensor dw = need[1] ? Tensor::empty(w.shape(), cdt) : Tensor();
-  Tensor db = need[2] ? Tensor::empty({g.k}, cdt) : Tensor();
-  dispatch_float(cdt, "conv2d backward", [&](auto t) {
-    using T = decltype(t);
-    auto ptr = [](const Tensor& v) { return v.defined() ? v.data<T>() : nullptr; };
-    conv2d_backward<T>(g, xc.data<T>(), wc.data<T>(), dy.data<T>(), ptr(dx), ptr(dw), ptr(db));
-  });
+  const Device dev = dy.device();
+  Tensor dx = need[0] ? Tensor::empty(x.shape(), cdt, dev) : Tensor();
+  Tensor dw = need[1] ? Tensor::empty(w.shape(), cdt, dev) : Tensor();
+  Tensor db = need[2] ? Tensor::empty({g.k}, cdt, dev) : Tensor();
+  kernel::conv2d_backward(g, xc, wc, dy, dx, dw, db);
   return {need[0] ? cast(dx, x.dtype()) : dx, need[1] ? cast(dw, w.dtype()) : dw, db};
 }
 
@@ -212,11 +210,8 @@ BackwardFn conv2d(const Tensor& x_in, const Tensor& w_in, const Conv2dGeometry& 
 Tensor max_pool2d_grad(const Tensor& gy, const Tensor& argmax, const Pool2dGeometry& g) {
   DType cdt = compute_dtype(gy.dtype());
   Tensor dy = contiguous(cast(gy, cdt));
-  Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt);
-  dispatch_float(cdt, "max_pool2d backward", [&](auto t) {
-    using T = decltype(t);
-    max_pool2d_backward<T>(g, dy.data<T>(), argmax.data<int64_t>(), dx.data<T>());
-  });
+  Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt, dy.device());
+  kernel::max_pool2d_backward(g, dy, argmax, dx);
   return cast(dx, gy.dtype());
 }
 
@@ -229,12 +224,9 @@ Tensor max_pool2d_grad(const Tensor& gy, const Tensor& x, const std::vector<int6
   Pool2dGeometry g = pool_geometry(x.shape(), window);
   DType cdt = compute_dtype(x.dtype());
   Tensor xc = contiguous(cast(x, cdt));
-  Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt);
-  Tensor argmax = Tensor::empty(out.shape(), DType::Int64);
-  dispatch_float(cdt, "max_pool2d backward", [&](auto t) {
-    using T = decltype(t);
-    max_pool2d_forward<T>(g, xc.data<T>(), out.data<T>(), argmax.data<int64_t>());
-  });
+  Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt, x.device());
+  Tensor argmax = Tensor::empty(out.shape(), DType::Int64, x.device());
+  kernel::max_pool2d_forward(g, xc, out, argmax);
   return max_pool2d_grad(gy, argmax, g);
 }
 
@@ -245,11 +237,8 @@ BackwardFn max_pool2d(const Tensor& argmax, const Pool2dGeometry& g) {
 Tensor avg_pool2d_grad(const Tensor& gy, const Pool2dGeometry& g) {
   DType cdt = compute_dtype(gy.dtype());
   Tensor dy = contiguous(cast(gy, cdt));
-  Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt);
-  dispatch_float(cdt, "avg_pool2d backward", [&](auto t) {
-    using T = decltype(t);
-    avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
-  });
+  Tensor dx = Tensor::empty({g.n, g.c, g.h, g.w}, cdt, dy.device());
+  kernel::avg_pool2d_backward(g, dy, dx);
   return cast(dx, gy.dtype());
 }
 

@@ -42,6 +42,61 @@ void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) {
   else device::backend(out.device()).argmax(out, x, rows, n);
 }
 
+namespace {
+
+template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+
+}  // namespace
+
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  if (!y.device().is_cpu()) return device::backend(y.device()).conv2d_forward(g, x, w, bias, y);
+  dispatch_float(y.dtype(), "conv2d", [&](auto t) {
+    using T = decltype(t);
+    ops::conv2d_forward<T>(g, x.data<T>(), w.data<T>(), ptr<T>(bias), y.data<T>());
+  });
+}
+
+void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                     const Tensor& dw, const Tensor& dbias) {
+  if (!dy.device().is_cpu()) return device::backend(dy.device()).conv2d_backward(g, x, w, dy, dx, dw, dbias);
+  dispatch_float(dy.dtype(), "conv2d backward", [&](auto t) {
+    using T = decltype(t);
+    ops::conv2d_backward<T>(g, x.data<T>(), w.data<T>(), dy.data<T>(), ptr<T>(dx), ptr<T>(dw), ptr<T>(dbias));
+  });
+}
+
+void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& argmax) {
+  if (!y.device().is_cpu()) return device::backend(y.device()).max_pool2d_forward(g, x, y, argmax);
+  dispatch_float(y.dtype(), "max_pool2d", [&](auto t) {
+    using T = decltype(t);
+    ops::max_pool2d_forward<T>(g, x.data<T>(), y.data<T>(), ptr<int64_t>(argmax));
+  });
+}
+
+void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, const Tensor& dx) {
+  if (!dx.device().is_cpu()) return device::backend(dx.device()).max_pool2d_backward(g, dy, argmax, dx);
+  dispatch_float(dx.dtype(), "max_pool2d backward", [&](auto t) {
+    using T = decltype(t);
+    ops::max_pool2d_backward<T>(g, dy.data<T>(), argmax.data<int64_t>(), dx.data<T>());
+  });
+}
+
+void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y) {
+  if (!y.device().is_cpu()) return device::backend(y.device()).avg_pool2d_forward(g, x, y);
+  dispatch_float(y.dtype(), "avg_pool2d", [&](auto t) {
+    using T = decltype(t);
+    ops::avg_pool2d_forward<T>(g, x.data<T>(), y.data<T>());
+  });
+}
+
+void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) {
+  if (!dx.device().is_cpu()) return device::backend(dx.device()).avg_pool2d_backward(g, dy, dx);
+  dispatch_float(dx.dtype(), "avg_pool2d backward", [&](auto t) {
+    using T = decltype(t);
+    ops::avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
+  });
+}
+
 }  // namespace kernel
 
 Device common_device(const char* op, std::initializer_list<Tensor> operands) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/reduce_op.h"
+#include "ops/cpu/conv_kernel.h"
 #include "ops/op_kind.h"
 #include "tensor/tensor.h"
 
@@ -19,6 +20,15 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes);
 void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n);
+// NCHW convolution and pooling on contiguous float32/float64 tensors (device/backend.h says how);
+// undefined bias, argmax or gradients are skipped.
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                     const Tensor& dw, const Tensor& dbias);
+void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& argmax);
+void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, const Tensor& dx);
+void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y);
+void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& dx);
 
 }  // namespace nexus::ops::kernel
 

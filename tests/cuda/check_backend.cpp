@@ -1,8 +1,9 @@
 // The CUDA backend checked against the CPU kernels on a real GPU: a program, not part of the
 // pytest suite (which runs without a GPU). Every op of the op table for every compute dtype it
 // accepts, on contiguous, transposed and broadcast operands; every cast pair; reductions over
-// several axis sets (twice: the same bits); argmax; matmul (when cuBLAS loads); the allocator's
-// reuse. Build: cmake --build <dir> --target nexus_cuda_check; prints one line per failure and
+// several axis sets (twice: the same bits); argmax; matmul (when cuBLAS loads); conv2d and its
+// gradients over several geometries (twice: the same bits); max/avg pooling and their gradients
+// (bit for bit, NaN and ties included); the allocator's reuse. Build: cmake --build <dir> --target nexus_cuda_check; prints one line per failure and
 // exits 1 if there was any.
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "ops/cpu/conv_kernel.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/reduce_kernel.h"
 
@@ -212,6 +214,144 @@ void check_matmul() {
     }
 }
 
+// Compares with an absolute slack of tol * max|want| (a GEMM's rounding scales with its terms, not
+// with each result, which may be near zero).
+void expect_near(const std::string& what, const Tensor& want, const Tensor& got, double tol) {
+  Tensor a = Tensor::empty(want.shape(), DType::Float64);
+  ops::cpu::cast_kernel(a, want);
+  double scale = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) scale = std::max(scale, std::fabs(a.data<double>()[i]));
+  Tensor b = Tensor::empty(got.shape(), DType::Float64);
+  ops::cpu::cast_kernel(b, got);
+  ++checks;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double pa = a.data<double>()[i], pb = b.data<double>()[i];
+    if (!(std::fabs(pa - pb) <= tol * (std::fabs(pa) + scale))) {
+      std::printf("FAIL %s: element %ld cpu %.17g gpu %.17g\n", what.c_str(), long(i), pa, pb);
+      ++failures;
+      return;
+    }
+  }
+}
+
+// A gradient tensor on the GPU holding garbage, to show that the backend overwrites it.
+Tensor dirty(const Shape& shape, DType t) {
+  Tensor d = Tensor::empty(shape, t, gpu);
+  be.fill(d, 7.25);
+  return d;
+}
+
+template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+
+struct ConvCase {
+  int64_t n, c, h, w, k, kh, kw, stride, pad;
+};
+
+template <class T> void check_conv_case(const ConvCase& cc, DType t) {
+  ops::Conv2dGeometry g{cc.n, cc.c, cc.h, cc.w, cc.k, cc.kh, cc.kw, cc.stride, cc.stride, cc.pad, cc.pad};
+  const std::string name = str("conv2d ", dtype_name(t), " n", cc.n, " c", cc.c, " ", cc.h, "x", cc.w, " k", cc.k, " ",
+                               cc.kh, "x", cc.kw, " s", cc.stride, " p", cc.pad);
+  const Shape xs{g.n, g.c, g.h, g.w}, ws{g.k, g.c, g.kh, g.kw}, ys{g.n, g.k, g.out_h(), g.out_w()};
+  Tensor x = random(xs, t), w = random(ws, t), bias = random({g.k}, t), dy = random(ys, t);
+  Tensor gx = to_gpu(x), gw = to_gpu(w), gbias = to_gpu(bias), gdy = to_gpu(dy);
+  const double eps = t == DType::Float32 ? 1e-5 : 1e-13;
+  for (bool with_bias : {true, false}) {
+    Tensor want = Tensor::empty(ys, t), got = dirty(ys, t);
+    ops::conv2d_forward<T>(g, x.data<T>(), w.data<T>(), with_bias ? bias.data<T>() : nullptr, want.data<T>());
+    be.conv2d_forward(g, gx, gw, with_bias ? gbias : Tensor(), got);
+    expect_near(name + (with_bias ? " forward" : " forward without bias"), want, to_cpu(got), eps);
+  }
+  Tensor dx = Tensor::empty(xs, t), dw = Tensor::empty(ws, t), db = Tensor::empty({g.k}, t);
+  ops::conv2d_backward<T>(g, x.data<T>(), w.data<T>(), dy.data<T>(), dx.data<T>(), dw.data<T>(), db.data<T>());
+  Tensor got[2][3];
+  for (auto& run : got) {
+    run[0] = dirty(xs, t), run[1] = dirty(ws, t), run[2] = dirty({g.k}, t);
+    be.conv2d_backward(g, gx, gw, gdy, run[0], run[1], run[2]);
+  }
+  const char* grads[] = {" dx", " dw", " dbias"};
+  const Tensor want[] = {dx, dw, db};
+  for (int i = 0; i < 3; ++i) {
+    expect_near(name + grads[i], want[i], to_cpu(got[0][i]), eps);
+    expect_close(name + grads[i] + " run to run", to_cpu(got[0][i]), to_cpu(got[1][i]), 0);
+  }
+  // Undefined gradients are skipped: dx alone, then dw alone.
+  Tensor only_dx = dirty(xs, t), only_dw = dirty(ws, t);
+  be.conv2d_backward(g, gx, gw, gdy, only_dx, Tensor(), Tensor());
+  be.conv2d_backward(g, gx, gw, gdy, Tensor(), only_dw, Tensor());
+  expect_close(name + " dx alone", to_cpu(got[0][0]), to_cpu(only_dx), 0);
+  expect_close(name + " dw alone", to_cpu(got[0][1]), to_cpu(only_dw), 0);
+}
+
+void check_conv() {
+  const ConvCase cases[] = {
+      {3, 16, 7, 9, 16, 1, 1, 1, 0},  // 1x1 stride 1 unpadded: no im2col
+      {1, 1, 13, 11, 4, 3, 3, 1, 1},  {3, 16, 9, 9, 8, 3, 3, 2, 0}, {3, 3, 11, 8, 16, 5, 5, 1, 2},
+      {1, 16, 15, 13, 1, 5, 5, 2, 2}, {3, 1, 5, 5, 3, 5, 5, 1, 0},  // kernel the size of the image
+      {3, 2, 8, 7, 3, 1, 1, 2, 1},                                  // 1x1 strided and padded: through im2col
+      {0, 3, 6, 6, 4, 3, 3, 1, 1},                                  // an empty batch: dw and dbias are zeros
+  };
+  try {
+    for (const ConvCase& cc : cases) {
+      check_conv_case<float>(cc, DType::Float32);
+      check_conv_case<double>(cc, DType::Float64);
+    }
+  } catch (const DeviceError& e) {
+    std::printf("SKIP conv2d: %s\n", e.what());
+  }
+}
+
+struct PoolCase {
+  int64_t n, c, h, w, kh, kw, sh, sw, pad;
+};
+
+// Pooling adds in the host's order: every result is compared bit for bit.
+template <class T> void check_pool_case(const PoolCase& pc, DType t) {
+  ops::Pool2dGeometry g{pc.n, pc.c, pc.h, pc.w, pc.kh, pc.kw, pc.sh, pc.sw, pc.pad};
+  const std::string name = str(dtype_name(t), " n", pc.n, " c", pc.c, " ", pc.h, "x", pc.w, " kernel ", pc.kh, "x",
+                               pc.kw, " stride ", pc.sh, "x", pc.sw, " p", pc.pad);
+  const Shape xs{g.n, g.c, g.h, g.w}, ys{g.n, g.c, g.out_h(), g.out_w()};
+  Tensor x = random(xs, t), dy = random(ys, t);
+  if (g.n > 0) {  // a NaN in plane 0 and a run of ties in the last plane
+    T* p = x.data<T>();
+    p[(g.h / 2) * g.w + g.w / 2] = T(NAN);
+    T* last = p + (g.n * g.c - 1) * g.h * g.w;
+    for (int64_t i = 0; i < std::min<int64_t>(g.h * g.w, 2 * g.w); ++i) last[i] = T(2.5);
+  }
+  Tensor gx = to_gpu(x), gdy = to_gpu(dy);
+  Tensor y = Tensor::empty(ys, t), idx = Tensor::empty(ys, DType::Int64), dx = Tensor::empty(xs, t);
+  Tensor got_y = dirty(ys, t), got_idx = Tensor::empty(ys, DType::Int64, gpu), got_dx = dirty(xs, t);
+  ops::max_pool2d_forward<T>(g, x.data<T>(), y.data<T>(), idx.data<int64_t>());
+  ops::max_pool2d_backward<T>(g, dy.data<T>(), idx.data<int64_t>(), dx.data<T>());
+  be.max_pool2d_forward(g, gx, got_y, got_idx);
+  be.max_pool2d_backward(g, gdy, got_idx, got_dx);
+  expect_close("max_pool2d " + name, y, to_cpu(got_y), 0);
+  expect_close("max_pool2d argmax " + name, idx, to_cpu(got_idx), 0);
+  expect_close("max_pool2d backward " + name, dx, to_cpu(got_dx), 0);
+  Tensor no_idx = dirty(ys, t);
+  be.max_pool2d_forward(g, gx, no_idx, Tensor());
+  expect_close("max_pool2d without argmax " + name, y, to_cpu(no_idx), 0);
+
+  ops::avg_pool2d_forward<T>(g, x.data<T>(), y.data<T>());
+  ops::avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
+  be.avg_pool2d_forward(g, gx, got_y);
+  be.avg_pool2d_backward(g, gdy, got_dx);
+  expect_close("avg_pool2d " + name, y, to_cpu(got_y), 0);
+  expect_close("avg_pool2d backward " + name, dx, to_cpu(got_dx), 0);
+}
+
+void check_pool() {
+  const PoolCase cases[] = {
+      {3, 16, 9, 9, 2, 2, 2, 2, 0}, {1, 1, 7, 11, 3, 3, 1, 1, 1},  // overlapping windows
+      {3, 2, 10, 7, 3, 3, 2, 2, 1}, {1, 16, 8, 9, 5, 5, 2, 2, 2}, {3, 3, 6, 5, 1, 1, 1, 1, 0},
+      {3, 4, 9, 8, 2, 3, 1, 2, 1},  {3, 1, 5, 5, 5, 5, 1, 1, 0},  // one window: the whole plane
+      {0, 2, 4, 4, 2, 2, 2, 2, 0},
+  };
+  for (const PoolCase& pc : cases) {
+    check_pool_case<float>(pc, DType::Float32);
+    check_pool_case<double>(pc, DType::Float64);
+  }
+}
+
 void check_allocator() {
   const auto before = be.allocator().stats(0);
   { Tensor x = Tensor::empty({1000}, DType::Float32, gpu); }
@@ -238,6 +378,8 @@ int main() {
     check_reduce();
     check_argmax();
     check_matmul();
+    check_conv();
+    check_pool();
     check_allocator();
     be.synchronize(0);
   } catch (const std::exception& e) {

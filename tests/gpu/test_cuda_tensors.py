@@ -186,6 +186,78 @@ def test_the_gradient_of_a_copy_returns_to_the_source_device():
     assert x.grad.device == nx.device("cpu") and x.grad.tolist() == [2.0, 2.0, 2.0]
 
 
+CONV_CASES = [  # (n, c, h, w), (k, kh, kw), stride, padding
+    ((2, 3, 9, 11), (4, 3, 3), 1, 1), ((3, 16, 8, 8), (16, 1, 1), 1, 0), ((1, 1, 12, 10), (6, 5, 5), 2, 2),
+    ((3, 2, 7, 7), (5, 3, 5), (2, 1), (0, 2)), ((0, 3, 6, 6), (2, 3, 3), 1, 1)]
+
+
+def conv_grads(device, dtype, xs, ws, stride, padding):
+    rng = np.random.default_rng(13)
+    x = nx.tensor(rng.standard_normal(xs), dtype=dtype, device=device, requires_grad=True)
+    w = nx.tensor(rng.standard_normal(ws) * 0.3, dtype=dtype, device=device, requires_grad=True)
+    b = nx.tensor(rng.standard_normal(ws[0]), dtype=dtype, device=device, requires_grad=True)
+    y = nx.conv2d(x, w, b, stride=stride, padding=padding)
+    (y * nx.tensor(rng.standard_normal(y.shape), dtype=dtype, device=device)).sum().backward()
+    return y, x.grad, w.grad, b.grad
+
+
+@pytest.mark.parametrize("xs, kernel, stride, padding", CONV_CASES)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_conv2d_and_its_gradients_match_the_host(xs, kernel, stride, padding, dtype):
+    ws = (kernel[0], xs[1], kernel[1], kernel[2])
+    tol = {nx.float32: 1e-4, nx.float64: 1e-11}[dtype]
+    for g, c in zip(conv_grads(DEV, dtype, xs, ws, stride, padding), conv_grads("cpu", dtype, xs, ws, stride, padding)):
+        assert g.device == nx.device(DEV) and g.shape == c.shape and g.dtype == c.dtype
+        np.testing.assert_allclose(host(g), host(c), rtol=tol, atol=tol)
+
+
+def test_conv2d_gradients_repeat_bit_for_bit():
+    first, again = (conv_grads(DEV, nx.float32, (5, 3, 10, 10), (8, 3, 3, 3), 1, 1) for _ in range(2))
+    for a, b in zip(first, again):
+        assert np.array_equal(host(a), host(b))
+
+
+def pool_grads(device, fn, x, kernel, stride, dtype):
+    t = nx.tensor(x, dtype=dtype, device=device, requires_grad=True)
+    y = getattr(nx, fn)(t, kernel, stride)
+    dy = np.random.default_rng(16).standard_normal(y.shape)
+    (y * nx.tensor(dy, dtype=dtype, device=device)).sum().backward()
+    return host(y), host(t.grad)
+
+
+@pytest.mark.parametrize("fn", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("kernel, stride", [(2, None), (3, 1), (3, 2), ((2, 3), (1, 2)), (1, 1)])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_pooling_and_its_gradient_match_the_host_bit_for_bit(fn, kernel, stride, dtype):
+    x = np.random.default_rng(14).standard_normal((3, 4, 9, 8))
+    x[1, 2, 3, 3] = np.nan  # a NaN wins every window holding it
+    x[2, 0, :2, :2] = 1.5  # a tie: the first maximum wins
+    for g, c in zip(pool_grads(DEV, fn, x, kernel, stride, dtype), pool_grads("cpu", fn, x, kernel, stride, dtype)):
+        np.testing.assert_array_equal(g, c)
+
+
+def lenet_grads(device):
+    nx.manual_seed(0)
+    rng = np.random.default_rng(15)
+    params = [nx.tensor(rng.standard_normal(s) * 0.2, device=device, requires_grad=True)
+              for s in [(6, 1, 5, 5), (6,), (16, 6, 5, 5), (16,), (16 * 5 * 5, 10)]]
+    w1, b1, w2, b2, fc = params
+    x = nx.tensor(rng.standard_normal((4, 1, 28, 28)), device=device)
+    h = nx.max_pool2d(nx.relu(nx.conv2d(x, w1, b1, padding=2)), 2)
+    h = nx.avg_pool2d(nx.relu(nx.conv2d(h, w2, b2)), 2)
+    loss = nx.cross_entropy(nx.reshape(h, 4, 16 * 5 * 5) @ fc, nx.tensor(np.arange(4) % 10, device=device))
+    loss.backward()
+    return [loss] + [p.grad for p in params]
+
+
+def test_a_lenet_forward_and_backward_matches_the_host():
+    # float64: a pre-ReLU value near 0 cannot change sign between the two GEMMs' roundings
+    # (which would send a max-pool gradient to another pixel).
+    for g, c in zip(lenet_grads(DEV), lenet_grads("cpu")):
+        assert g.device == nx.device(DEV) and g.dtype == nx.float64
+        np.testing.assert_allclose(host(g), host(c), rtol=1e-9, atol=1e-11)
+
+
 def test_layer_norm_batch_norm_and_dropout_match_the_host():
     rng = np.random.default_rng(11)
     c, g = both(rng.standard_normal((8, 4, 5, 5)))
