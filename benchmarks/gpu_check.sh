@@ -28,5 +28,7 @@ start=$(date +%s)
   -Ccmake.define.NEXUS_CUDA=ON -Ccmake.define.NEXUS_CUDA_ARCHS="$archs" .
 echo "gpu_check: built and installed in $(( $(date +%s) - start )) s"
 "$PY" -m nexus.cli info
+# Every backend kernel against the host kernels (tests/cuda/check_backend.cpp), then the GPU tests.
+cmake --build build/gpu --target nexus_cuda_check >/dev/null && build/gpu/nexus_cuda_check
 "$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/gpu tests/python/test_device.py
 "$PY" benchmarks/gpu.py "$@"
