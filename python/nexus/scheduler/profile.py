@@ -21,6 +21,7 @@ import numpy as np
 from .. import _C
 
 _GEMM_N = 256
+_GPU_GEMM_N = 4096  # a GPU needs a product this large to run near its rate
 _LATENCY_BYTES, _LATENCY_REPS = 8, 20
 _BANDWIDTH_BYTES, _BANDWIDTH_REPS = 4 << 20, 4
 DEVICE_KINDS = ("gpu", "cpu")
@@ -189,16 +190,37 @@ def find_gpu(index: int) -> Gpu | None:
         return None
 
 
-def measure_gemm_flops(n: int = _GEMM_N, min_seconds: float = 0.05) -> float:
-    """Float32 GEMM FLOP/s of Nexus's matmul with this process's threads (median of runs)."""
+def rank_device() -> str | None:
+    """The CUDA device this rank computes on (its local rank over the visible GPUs, round
+    robin, as ``cuda:N``), or None where Nexus cannot use CUDA (no build, driver or GPU)."""
+    from .. import cuda  # noqa: PLC0415
+
+    return f"cuda:{local_rank() % cuda.device_count()}" if cuda.is_available() else None
+
+
+def measure_gemm_flops(n: int | None = None, min_seconds: float = 0.05, device: str | None = None) -> float:
+    """Float32 GEMM FLOP/s of Nexus's matmul where this rank computes: with this process's
+    threads on the host, or on ``device`` (a CUDA device: a larger product, each run ended by a
+    synchronize). The median of runs.
+
+    Example: ``measure_gemm_flops()`` is about 1e11 on two modern cores.
+    """
+    from .. import cuda  # noqa: PLC0415
+
+    n = n or (_GPU_GEMM_N if device else _GEMM_N)
     rng = np.random.default_rng(0)
     a = _C.from_numpy(rng.standard_normal((n, n), dtype=np.float32))
     b = _C.from_numpy(rng.standard_normal((n, n), dtype=np.float32))
-    _C.matmul(a, b)  # warm up: threads, allocator
+    sync = (lambda: None) if device is None else (lambda: cuda.synchronize(device))
+    if device is not None:
+        a, b = _C.to_device(a, _C.device(device)), _C.to_device(b, _C.device(device))
+    _C.matmul(a, b)  # warm up: threads, allocator, cuBLAS
+    sync()
     times, spent = [], 0.0
     while len(times) < 5 or (spent < min_seconds and len(times) < 200):
         t0 = time.perf_counter()
         _C.matmul(a, b)
+        sync()
         times.append(time.perf_counter() - t0)
         spent += times[-1]
     return 2.0 * n ** 3 / float(np.median(times))
@@ -234,6 +256,7 @@ def profile_rank() -> Profile:
     from .. import distributed as dist  # noqa: PLC0415
 
     gpu = find_gpu(local_rank())
+    device = rank_device() if gpu else None  # the GPU this rank computes on, when Nexus can use it
     total, free = host_memory()
     latency, bandwidth = measure_ring_links()
     try:
@@ -243,7 +266,7 @@ def profile_rank() -> Profile:
     return Profile(
         rank=dist.rank(), host=socket.gethostname(), device="gpu" if gpu else "cpu",
         device_name=gpu.name if gpu else cpu_model(), cores=cores,
-        threads=_C.get_num_threads(), gemm_flops=measure_gemm_flops(),
+        threads=_C.get_num_threads(), gemm_flops=measure_gemm_flops(device=device),
         memory_total=gpu.memory_total if gpu else total,
         memory_free=gpu.memory_free if gpu else free, gpu=gpu, link_latency_s=latency,
         link_bandwidth=bandwidth)

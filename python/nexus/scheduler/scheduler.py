@@ -32,7 +32,7 @@ from ..model import check_samples
 from .balance import AdaptiveBalancer, RunMeter
 from .cluster import ClusterConfig
 from .plan import BALANCES, Compression, Plan, Rebalance, lr_scale
-from .profile import gather_profiles, profile_rank
+from .profile import gather_profiles, profile_rank, rank_device
 from .split import Split
 
 MEMORY_FRACTION = 0.5  # of a rank's free memory its activations may take
@@ -166,6 +166,10 @@ class Scheduler:
 
         rank, n = dist.rank(), dist.world_size()
         profiles = gather_profiles(profile_rank())
+        # A GPU rank computes on its GPU (local rank -> device) from the probe on, when Nexus can
+        # use it; its gradients reach the MPI ring through host copies.
+        if profiles[rank].device == "gpu" and (device := rank_device()) is not None:
+            self.model.to(device)
         groups = self.cluster.assign(profiles)
         per_sample = self._bytes_per_sample(batch)
         caps = [max(1, int(p.memory_free * MEMORY_FRACTION // per_sample)) for p in profiles]
