@@ -219,6 +219,8 @@ def _buffer(w: _World, x):
     dtype, bfloat16 included, as bytes)."""
     if isinstance(x, np.ndarray):
         return x
+    if x.device.type != "cpu":  # MPI reads host memory: the callers stage device tensors
+        raise ValueError(f"the tensor is on {x.device}: MPI reads host memory (copy it with .cpu())")
     if x.numel() and not x.is_contiguous():
         raise ValueError("the tensor must be contiguous (use t.contiguous() and pass that)")
     return [w.mpi.buffer.fromaddress(x.data_ptr(), x.numel() * x.dtype.itemsize), w.mpi.BYTE]
@@ -282,7 +284,8 @@ def all_reduce(x, op: str = "sum", compression=None, residual=None):
 
 
 def broadcast(x, root: int = 0):
-    """Overwrites ``x`` on every rank with root's ``x`` (in place); returns ``x``."""
+    """Overwrites ``x`` on every rank with root's ``x`` (in place); returns ``x``. A tensor on a
+    CUDA device goes through a host copy (MPI reads host memory)."""
     w = world()
     _check_root(w, root)
     if isinstance(x, np.ndarray) and (not x.flags.c_contiguous or not x.flags.writeable):
@@ -293,7 +296,10 @@ def broadcast(x, root: int = 0):
                         f"{type(x).__name__}")
     if w.size > 1:
         _check_same_shape(w, x, "broadcast")
-        _wait(w.comm.Ibcast(_buffer(w, x), root=root), f"broadcast(root={root})")
+        staged = x.cpu().contiguous() if isinstance(x, _C.Tensor) and x.device.type != "cpu" else x
+        _wait(w.comm.Ibcast(_buffer(w, staged), root=root), f"broadcast(root={root})")
+        if staged is not x:
+            _C.copy_(x, staged)
     return x
 
 
@@ -310,6 +316,8 @@ def all_gather(x) -> list:
     w = world()
     is_tensor = isinstance(x, _C.Tensor)
     if is_tensor:
+        if x.device.type != "cpu":  # gathered on the host (MPI reads host memory), returned on x's device
+            return [_C.to_device(p, x.device) for p in all_gather(x.cpu())]
         if x.dtype.name == "bfloat16":
             return [_C.astype(_C.from_numpy(p), x.dtype.code)
                     for p in all_gather(x.astype("float32").numpy())]
