@@ -215,6 +215,14 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& out, const Tensor& x, const 
   for (int64_t d : red_dims) g.n_red *= x.shape()[size_t(d)];
   g.kept_ndim = merge_dims(x, kept_dims, g.kept_shape, g.kept_stride, "kept");
   g.red_ndim = merge_dims(x, red_dims, g.red_shape, g.red_stride, "reduced");
+  g.parts = reduce_parts(g.n_out, g.n_red);
+  Tensor partials;  // freed into the cache after the launch: the stream orders its reuse after it
+  if (g.parts > 1) {
+    g.chunk = (g.n_red + g.parts - 1) / g.parts;
+    g.parts = (g.n_red + g.chunk - 1) / g.chunk;  // no empty chunk
+    partials = Tensor::empty({g.n_out * g.parts}, DType::Int64, out.device());
+    g.partials = partials.raw_data();
+  }
   launch_reduce(op, x.dtype(), out.dtype(), g, current_stream());
 }
 

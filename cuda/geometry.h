@@ -55,7 +55,16 @@ struct ReduceGeometry {
   int kept_ndim, red_ndim;
   int64_t kept_shape[kMaxDims], kept_stride[kMaxDims];
   int64_t red_shape[kMaxDims], red_stride[kMaxDims];
+  // Split reductions (few outputs, many elements each): each output's elements are cut into
+  // `parts` chunks of `chunk` reduced by blocks of their own into `partials` (8 bytes each, one
+  // accumulator), then combined in chunk order, so the result keeps its bits run to run.
+  int64_t parts = 1, chunk = 0;
+  void* partials = nullptr;
 };
+
+// How many chunks each output of a reduction is split into: 1 (one block per output) unless
+// the outputs are too few to fill the GPU and each has many elements.
+int64_t reduce_parts(int64_t n_out, int64_t n_red);
 
 // Offset of linear index i over `ndim` dimensions (innermost first).
 NX_HOST_DEVICE int64_t strided_offset(int64_t i, int ndim, const int64_t* shape, const int64_t* stride) {

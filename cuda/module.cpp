@@ -126,6 +126,8 @@ PYBIND11_MODULE(_C_cuda, m) {
       py::arg("archs"), py::arg("major"), py::arg("minor"),
       "Whether a build for `archs` (CMake's list, comma-separated) runs on a device of that capability.");
   m.def("size_class", &size_class, py::arg("nbytes"), "Bytes the caching allocator reserves for a request.");
+  m.def("reduce_parts", &reduce_parts, py::arg("n_out"), py::arg("n_red"),
+        "Chunks each output of a reduction is split into (1: one block per output).");
   m.def(
       "launch_geometry",
       [](int64_t n) {

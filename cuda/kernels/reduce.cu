@@ -1,7 +1,9 @@
 // Reductions (sum, max, min over any axes) and argmax on the device. One block per output element
 // (a grid-stride loop over outputs when there are more than kMaxBlocks): thread t combines
 // elements t, t + T, t + 2T, ... in order, then the block combines its threads in a fixed tree,
-// so a result has the same bits on every run. Float sums accumulate in double and integer sums
+// so a result has the same bits on every run. Few outputs of many elements each (a full sum,
+// batch-norm statistics) split each output into chunks reduced by blocks of their own, then
+// combine the chunks in order (reduce_parts in geometry.cpp decides): still the same bits. Float sums accumulate in double and integer sums
 // in int64 (the CPU's accumulators, ops/cpu/reduce_kernel.cpp); max/min propagate NaN with the
 // op table's kern::pick_max/pick_min.
 #include "kernels/common.cuh"
@@ -57,7 +59,53 @@ template <class T, class R, class Op> __global__ void reduce_kernel(ReduceGeomet
   }
 }
 
+// A split reduction's first pass: block (p, o) reduces chunk p of output o's elements, in the
+// same per-thread order and tree as reduce_kernel, into partials[o * parts + p].
+template <class T, class Op> __global__ void reduce_chunks_kernel(ReduceGeometry g, Op op) {
+  using Acc = typename Op::Acc;
+  __shared__ Acc part[kReduceThreads];
+  const T* x = static_cast<const T*>(g.x);
+  Acc* partials = static_cast<Acc*>(g.partials);
+  const int tid = threadIdx.x;
+  const int64_t p = blockIdx.x;
+  const int64_t begin = p * g.chunk, end = begin + g.chunk < g.n_red ? begin + g.chunk : g.n_red;
+  for (int64_t o = blockIdx.y; o < g.n_out; o += gridDim.y) {
+    const T* base = x + strided_offset(o, g.kept_ndim, g.kept_shape, g.kept_stride);
+    Acc acc = op.init(base[strided_offset(begin, g.red_ndim, g.red_shape, g.red_stride)]);
+    for (int64_t r = begin + tid; r < end; r += blockDim.x)
+      acc = op(acc, Acc(base[strided_offset(r, g.red_ndim, g.red_shape, g.red_stride)]));
+    part[tid] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
+      if (tid < s) part[tid] = op(part[tid], part[tid + s]);
+      __syncthreads();
+    }
+    if (tid == 0) partials[o * g.parts + p] = part[0];
+    __syncthreads();
+  }
+}
+
+// The second pass: each output combines its chunks' partials in chunk order.
+template <class R, class Op> __global__ void reduce_partials_kernel(ReduceGeometry g, Op op) {
+  using Acc = typename Op::Acc;
+  const Acc* partials = static_cast<const Acc*>(g.partials);
+  R* out = static_cast<R*>(g.out);
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < g.n_out; o += step) {
+    Acc acc = partials[o * g.parts];
+    for (int64_t p = 1; p < g.parts; ++p) acc = op(acc, partials[o * g.parts + p]);
+    out[o] = R(acc);
+  }
+}
+
 template <class T, class R, class Op> void launch_typed(const ReduceGeometry& g, cudaStream_t stream) {
+  static_assert(sizeof(typename Op::Acc) <= 8, "a split reduction's partials are 8 bytes each");
+  if (g.parts > 1) {
+    const dim3 grid(unsigned(g.parts), unsigned(g.n_out < 65535 ? g.n_out : 65535));
+    reduce_chunks_kernel<T, Op><<<grid, threads_for(g.chunk), 0, stream>>>(g, Op{});
+    reduce_partials_kernel<R, Op><<<grid_for(g.n_out), kThreads, 0, stream>>>(g, Op{});
+    return;
+  }
   const unsigned blocks = unsigned(g.n_out < kMaxBlocks ? g.n_out : kMaxBlocks);
   reduce_kernel<T, R, Op><<<blocks, threads_for(g.n_red), 0, stream>>>(g, Op{});
 }

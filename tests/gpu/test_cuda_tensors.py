@@ -366,3 +366,14 @@ def test_a_model_moves_between_devices_with_its_optimizer_state():
     np.testing.assert_allclose(b.train_step(x, y), a.train_step(x, y), rtol=1e-4)
     b.to("cpu")
     np.testing.assert_allclose(b.train_step(x, y), a.train_step(x, y), rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape, axis", [((1 << 22,), None), ((64, 16, 32, 32), (0, 2, 3)), ((3, 1 << 18), 1)])
+@pytest.mark.parametrize("fn", ["sum", "max", "min"])
+def test_split_reductions_of_many_elements_match_the_host_and_repeat_bit_for_bit(shape, axis, fn):
+    rng = np.random.default_rng(16)
+    c, g = both(rng.standard_normal(shape).astype(np.float32))
+    f = getattr(nx, fn)
+    out_g = f(g, axis=axis)
+    np.testing.assert_allclose(host(out_g), host(f(c, axis=axis)), rtol=1e-5, atol=1e-3)
+    assert np.array_equal(host(f(g, axis=axis)), host(out_g))

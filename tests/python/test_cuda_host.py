@@ -101,3 +101,16 @@ def test_a_build_runs_on_its_architectures_and_what_its_ptx_reaches(archs, cc, r
 def test_a_malformed_architecture_list_names_the_entry():
     with pytest.raises(ValueError, match="'sm80'"):
         _C_cuda.runs_on("75-real,sm80", 8, 0)
+
+
+@pytest.mark.parametrize("n_out, n_red, split", [
+    (1, 1 << 26, True),     # a full sum of a large tensor: many blocks, not one
+    (16, 1 << 16, True),    # batch-norm statistics of 16 channels
+    (1024, 1 << 20, False),  # enough outputs to fill the GPU: one block each
+    (4, 10_000, False),     # too few elements to be worth a second pass
+    (0, 1 << 20, False), (1, 0, False)])
+def test_a_reduction_splits_only_few_outputs_of_many_elements(n_out, n_red, split):
+    parts = _C_cuda.reduce_parts(n_out, n_red)
+    assert (parts > 1) is split
+    if split:  # enough work per chunk, and no more blocks than fill the largest GPU a few times
+        assert n_red // parts >= 8192 and n_out * parts <= 1024
