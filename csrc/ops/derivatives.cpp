@@ -65,7 +65,7 @@ Tensor slice_grad(const Tensor& g, const Shape& in_shape, int64_t axis, int64_t 
 }
 
 Tensor index_select_grad(const Tensor& g, const Tensor& index, const Shape& in_shape) {
-  return index_add(Tensor::zeros(in_shape, g.dtype()), index, g);
+  return index_add(Tensor::zeros(in_shape, g.dtype(), g.device()), index, g);
 }
 
 // The rules of derivative_rules.h on tensors (they run under no-grad: nothing records).

@@ -111,11 +111,4 @@ Device common_device(const char* op, std::initializer_list<Tensor> operands) {
   return first ? first->device() : Device::cpu();
 }
 
-void require_host(const char* op, std::initializer_list<Tensor> operands) {
-  for (const Tensor& t : operands)
-    if (t.defined() && !t.device().is_cpu())
-      throw NotImplementedError(
-          str(op, ": not implemented for ", t.device().str(), " tensors yet; move them to the host with .cpu() first"));
-}
-
 }  // namespace nexus::ops

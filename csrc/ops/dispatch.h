@@ -38,8 +38,5 @@ namespace nexus::ops {
 // scalar) goes with a device tensor, as in PyTorch; any other mix is a ValueError naming the op
 // and two of the devices.
 Device common_device(const char* op, std::initializer_list<Tensor> operands);
-// NotImplementedError naming the op and the device unless every operand is on the host: the
-// guard of an op that has no device kernel yet.
-void require_host(const char* op, std::initializer_list<Tensor> operands);
 
 }  // namespace nexus::ops

@@ -104,10 +104,9 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(so, kdt, dev);
   if (dev.is_cpu()) {
     dispatch_compute(cdt, "matmul", [&](auto t) { gemm_batched<decltype(t)>(out, ac, bc); });
+  } else if (!is_floating(cdt)) {  // cuBLAS multiplies floats: integers go through the host
+    out = to_device(matmul_nd(to_device(a.detach(), Device::cpu()), to_device(b.detach(), Device::cpu())), dev);
   } else {
-    if (!is_floating(cdt))
-      throw NotImplementedError(str("matmul: integer operands are not implemented for ", dev.str(),
-                                    " tensors (cuBLAS multiplies floats); convert them with astype(nx.float32)"));
     device::backend(dev).matmul(out, ac, bc);
   }
   out = cast(out, dt);

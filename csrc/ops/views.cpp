@@ -150,13 +150,12 @@ Tensor unsqueeze(const Tensor& x, int64_t axis) {
   return reshape(x, shape);
 }
 
-// Checks that `index` is an integer tensor with values in [-n, n); returns it as contiguous int64
-// with negative values wrapped.
+// Checks that `index` is an integer tensor with values in [-n, n); returns it on the host as
+// contiguous int64 with negative values wrapped (the checks read every index there).
 static Tensor checked_index(const Tensor& index, int64_t n, const char* op) {
-  require_host(op, {index});
   NX_CHECK_INDEX(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op, ": indices must be integers, got ",
                  dtype_name(index.dtype()));
-  Tensor idx = contiguous(cast(index, DType::Int64), /*force_copy=*/true);
+  Tensor idx = contiguous(cast(to_device(index.detach(), Device::cpu()), DType::Int64), /*force_copy=*/true);
   int64_t* p = idx.data<int64_t>();
   for (int64_t i = 0; i < idx.numel(); ++i) {
     NX_CHECK_INDEX(p[i] >= -n && p[i] < n, op, ": index ", p[i], " is out of bounds for axis 0 with size ", n);
@@ -167,8 +166,9 @@ static Tensor checked_index(const Tensor& index, int64_t n, const char* op) {
 
 Tensor index_select(const Tensor& x, const Tensor& index) {
   NX_CHECK_INDEX(x.ndim() >= 1, "index: cannot index a 0-d tensor with an array");
-  require_host("index", {x});
   Tensor idx = checked_index(index, x.shape()[0], "index");
+  // On a device: gathered on the host and copied back (correct, with its gradient; not fast).
+  if (!x.device().is_cpu()) return to_device(index_select(to_device(x, Device::cpu()), idx), x.device());
   Tensor src = contiguous(x.detach());
   Shape shape = idx.shape();
   shape.insert(shape.end(), x.shape().begin() + 1, x.shape().end());
@@ -182,10 +182,11 @@ Tensor index_select(const Tensor& x, const Tensor& index) {
 }
 
 Tensor index_add(const Tensor& base, const Tensor& index, const Tensor& src) {
-  require_host("index_add", {base, src});
   Tensor idx = checked_index(index, base.shape()[0], "index_add");
+  if (!base.device().is_cpu())  // on the host and back, as index_select
+    return to_device(index_add(to_device(base, Device::cpu()), idx, to_device(src, Device::cpu())), base.device());
   Tensor out = contiguous(cast(base, compute_dtype(base.dtype())), /*force_copy=*/true);
-  Tensor s = contiguous(cast(src, out.dtype()));
+  Tensor s = contiguous(cast(to_device(src, Device::cpu()), out.dtype()));
   int64_t row = numel(Shape(base.shape().begin() + 1, base.shape().end()));
   const int64_t* p = idx.data<int64_t>();
   dispatch_compute(out.dtype(), "index_add", [&](auto t) {
@@ -200,7 +201,6 @@ Tensor index_add(const Tensor& base, const Tensor& index, const Tensor& src) {
 
 void index_copy_(const Tensor& dst, const Tensor& index, const Tensor& src) {
   NX_CHECK_INDEX(dst.ndim() >= 1, "index assignment: cannot index a 0-d tensor with an array");
-  require_host("index assignment", {dst});
   Tensor idx = checked_index(index, dst.shape()[0], "index assignment");
   Shape target = idx.shape();  // the shape of dst[index]
   target.insert(target.end(), dst.shape().begin() + 1, dst.shape().end());

@@ -125,6 +125,10 @@ class JitFunction:
             leaves = []
             struct = (_structure(args, leaves), _structure(kwargs, leaves))
         scan = _guards.scan(self.fn, _exact)
+        for t in leaves + scan.tensors:
+            if t.device.type != "cpu":
+                raise TraceError(f"nx.jit: a {t.device} tensor; nx.jit compiles host code, so call the "
+                                 "function on host tensors (t.cpu()) or without nx.jit on the device")
         if _C.is_grad_enabled():
             for t in leaves + scan.tensors:
                 if t.requires_grad:

@@ -377,3 +377,27 @@ def test_split_reductions_of_many_elements_match_the_host_and_repeat_bit_for_bit
     out_g = f(g, axis=axis)
     np.testing.assert_allclose(host(out_g), host(f(c, axis=axis)), rtol=1e-5, atol=1e-3)
     assert np.array_equal(host(f(g, axis=axis)), host(out_g))
+
+
+def test_indexing_with_a_tensor_and_integer_matmul_give_the_host_results_with_gradients():
+    rng = np.random.default_rng(17)
+    xs = rng.standard_normal((10, 4))
+    idx = nx.tensor([3, -1, 3, 0])
+    results = {}
+    for device in ("cpu", DEV):
+        x = nx.tensor(xs, device=device, requires_grad=True)
+        picked = x[idx.to(device)]
+        (picked * picked).sum().backward()
+        y = nx.zeros(10, 4, device=device)
+        y[idx] = nx.ones(4, device=device)
+        m = nx.matmul(nx.arange(6, device=device).reshape(2, 3), nx.arange(6, device=device).reshape(3, 2))
+        assert picked.device == x.grad.device == y.device == m.device == nx.device(device)
+        results[device] = [host(picked), host(x.grad), host(y), host(m)]
+    for g, c in zip(results[DEV], results["cpu"]):
+        np.testing.assert_array_equal(g, c)
+
+
+def test_nx_jit_refuses_device_tensors_by_name():
+    f = nx.jit(lambda t: t * 2 + 1)
+    with pytest.raises(nx.TraceError, match="cuda:0 tensor; nx.jit compiles host code"):
+        f(nx.ones(3, device=DEV))
