@@ -40,6 +40,9 @@ class CudaBackend final : public device::Backend {
                            const Tensor& dx) override;
   void avg_pool2d_forward(const ops::Pool2dGeometry& g, const Tensor& x, const Tensor& y) override;
   void avg_pool2d_backward(const ops::Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) override;
+  // generated.cpp: NVRTC -> PTX (cached on disk per architecture) -> the runtime's library API.
+  void launch_generated(const std::string& key, const std::function<std::string()>& source, const std::string& name,
+                        const void* args, size_t nbytes, int64_t n, int index) override;
 
   // Why there is no usable device ("" when there is one): no driver, a driver too old for this
   // runtime, no device. Worked out once, with device_count().
@@ -51,6 +54,13 @@ class CudaBackend final : public device::Backend {
   std::array<std::atomic<bool>, kMaxChecked> checked_{};
   CachingAllocator allocator_;
 };
+
+// What launch_generated did in this process: kernels compiled by NVRTC, read from the disk cache,
+// and launches (a kernel already loaded is neither compiled nor read again).
+struct GeneratedStats {
+  int64_t compiles = 0, disk_hits = 0, launches = 0;
+};
+GeneratedStats generated_stats();
 
 // The process's one instance (module.cpp registers it).
 CudaBackend& cuda_backend();

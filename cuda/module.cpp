@@ -125,6 +125,14 @@ PYBIND11_MODULE(_C_cuda, m) {
       [](const std::string& archs, int major, int minor) { return runs_on(parse_archs(archs), 10 * major + minor); },
       py::arg("archs"), py::arg("major"), py::arg("minor"),
       "Whether a build for `archs` (CMake's list, comma-separated) runs on a device of that capability.");
+  m.def(
+      "generated_stats",
+      [] {
+        const GeneratedStats s = generated_stats();
+        return py::dict(py::arg("compiles") = s.compiles, py::arg("disk_hits") = s.disk_hits,
+                        py::arg("launches") = s.launches);
+      },
+      "Fused kernels run on CUDA devices by this process: NVRTC compiles, disk-cache reads, launches.");
   m.def("size_class", &size_class, py::arg("nbytes"), "Bytes the caching allocator reserves for a request.");
   m.def("reduce_parts", &reduce_parts, py::arg("n_out"), py::arg("n_red"),
         "Chunks each output of a reduction is split into (1: one block per output).");

@@ -48,6 +48,7 @@ void bind_codegen(py::module_& parent) {
           "source", [](const Program& p, const std::string& d) { return p.source(dialect(d)); },
           py::arg("dialect") = "cpp")
       .def("dump", [](const Program& p) { return p.kernel().dump(); })
+      .def_property_readonly("runs_on_device", [](const Program& p) { return codegen::runs_on_device(p.kernel()); })
       .def("stats", [](const Program& p) {
         codegen::ProgramStats s = p.stats();
         return py::dict(py::arg("compiles") = s.compiles, py::arg("cache_hits") = s.cache_hits,
@@ -76,6 +77,7 @@ void bind_codegen(py::module_& parent) {
     return py::dict(py::arg("compiles") = s.compiles, py::arg("cache_hits") = s.hits, py::arg("rebuilt") = s.rebuilt,
                     py::arg("compile_seconds") = s.compile_seconds);
   });
+  m.attr("cuda_args_bytes") = sizeof(codegen::CudaArgs);
   m.def("nvrtc_version", &codegen::nvrtc_version, nogil);
   m.def(
       "ptx",

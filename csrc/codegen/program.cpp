@@ -10,6 +10,7 @@
 #include "codegen/compile.h"
 #include "codegen/interp.h"
 #include "codegen/kernel_prelude.h"
+#include "device/backend.h"
 #include "nexus/config.h"
 
 namespace nexus::codegen {
@@ -266,6 +267,14 @@ std::string Program::key(const std::vector<Access>& access) const {
   return h.hex();
 }
 
+std::string Program::cuda_key(const std::vector<Access>& access) const {
+  // No host compiler in it: a CUDA kernel does not depend on one.
+  Hasher h;
+  h.add(kernel_.structure()).add(NEXUS_VERSION).add(renderer_fingerprint()).add(cuda_args_fingerprint()).add("cuda");
+  for (Access a : access) h.add(access_name(a));
+  return h.hex();
+}
+
 std::string Program::source(Dialect d, std::vector<Access> access) const {
   if (access.empty()) access.assign(kernel_.inputs.size(), Access::Contig);
   NX_CHECK(access.size() == kernel_.inputs.size(), "source: ", kernel_.inputs.size(), " inputs, ", access.size(),
@@ -321,6 +330,8 @@ Shape Program::iteration_shape(const std::vector<Tensor>& inputs, const std::vec
 }
 
 std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::vector<double>& consts) {
+  for (const Tensor& t : inputs)
+    if (t.defined() && !t.device().is_cpu()) return run_device(inputs, consts, t.device());
   const Shape shape = iteration_shape(inputs, consts);
   std::vector<std::vector<int64_t>> st;
   for (const Tensor& t : inputs) st.push_back(broadcast_strides(t, shape));
@@ -370,6 +381,58 @@ std::vector<Tensor> Program::run_elementwise(const std::vector<Tensor>& inputs, 
     });
   }
   return outputs;
+}
+
+std::vector<Tensor> Program::run_device(const std::vector<Tensor>& given, const std::vector<double>& consts,
+                                        Device device) {
+  const FusedKernel& k = kernel_;
+  NX_ASSERT(runs_on_device(k), name_, " reached a device, which runs elementwise kernels of at most ", kMaxKernelArgs,
+            " operands only");
+  std::vector<Tensor> inputs = given;
+  device::Backend& be = device::backend(device);
+  for (Tensor& t : inputs) {  // host scalars go with any device's tensors: copy them over
+    if (!t.defined() || t.device() == device) continue;
+    NX_CHECK(t.device().is_cpu() && t.numel() == 1, name_, ": inputs on ", t.device().str(), " and ", device.str(),
+             "; a fused kernel runs on one device");
+    Tensor d = Tensor::empty(t.shape(), t.dtype(), device);
+    be.copy_bytes(d.raw_data(), device, t.raw_data(), Device::cpu(), size_t(itemsize(t.dtype())));
+    t = d;
+  }
+  const Shape shape = iteration_shape(inputs, consts);
+  std::vector<std::vector<int64_t>> st;
+  for (const Tensor& t : inputs) st.push_back(broadcast_strides(t, shape));
+  std::vector<Tensor> outputs;
+  for (size_t o = 0; o < k.num_outputs(); ++o) outputs.push_back(Tensor::empty(shape, k.output_dtype(o), device));
+  const int64_t total = numel(shape);
+  if (total == 0) return outputs;
+  Space sp;  // the inputs only: the outputs are contiguous, element t at t
+  sp.strides.resize(st.size());
+  merge_into(sp, shape, st, 0, shape.size());
+  const size_t outer = sp.shape.size() - 1;
+  NX_CHECK(outer <= size_t(kMaxKernelDims), name_, ": the iteration shape ", shape_str(shape), " does not merge into ",
+           kMaxKernelDims + 1, " or fewer dimensions on ", device.str(), "; make the inputs contiguous first");
+  const int64_t n = sp.shape.back();
+  const Variant v = inner_access(sp, inputs.size(), n);
+  CudaArgs args{};
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    args.p[j] = static_cast<char*>(inputs[j].raw_data());
+    args.s[j] = v.inner[j];
+    for (size_t d = 0; d < outer; ++d) args.st[j][d] = sp.strides[j][outer - 1 - d];  // innermost first
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) args.p[inputs.size() + o] = static_cast<char*>(outputs[o].raw_data());
+  for (size_t j = 0; j < consts.size(); ++j) args.c[j] = consts[j];
+  args.inner = n;
+  args.nd = int64_t(outer);
+  for (size_t d = 0; d < outer; ++d) args.shape[d] = sp.shape[outer - 1 - d];
+  be.launch_generated(
+      cuda_key(v.access), [&] { return render(k, v.access, Dialect::Cuda, cuda_key(v.access)).text; }, name_, &args,
+      sizeof args, total, device.index);
+  return outputs;
+}
+
+bool runs_on_device(const FusedKernel& k) {
+  return !k.has_reduce() && k.inputs.size() + k.num_outputs() <= size_t(kMaxKernelArgs) &&
+         k.num_consts <= kMaxKernelArgs;
 }
 
 // Keep dims first, reduced dims last; partial sums per chunk, combined in a fixed order.

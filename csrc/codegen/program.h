@@ -33,13 +33,17 @@ class Program {
   const std::string& name() const { return name_; }
 
   // Runs on `inputs` (any strides; shapes broadcast to the iteration shape) with the constant
-  // slot values `consts`; returns the kernel's outputs, contiguous.
+  // slot values `consts`; returns the kernel's outputs, contiguous. When an input is on a device
+  // the kernel runs there, as its CUDA dialect launched by the device's backend (host scalars
+  // among the inputs are copied over); only kernels for which runs_on_device() holds can.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<double>& consts);
 
   // The source of the variant for `access` (all Contig when empty), in `d`.
   std::string source(Dialect d, std::vector<Access> access = {}) const;
   // The cache key of that variant for the current compiler and flags.
   std::string key(const std::vector<Access>& access) const;
+  // The key of its CUDA dialect (the backend adds the device's architecture and NVRTC's version).
+  std::string cuda_key(const std::vector<Access>& access) const;
   ProgramStats stats() const;
 
  private:
@@ -51,6 +55,8 @@ class Program {
                                       const Shape& shape, std::vector<std::vector<int64_t>> st);
   std::vector<Tensor> run_reduce(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
                                  const Shape& shape, const std::vector<std::vector<int64_t>>& st);
+  // An elementwise kernel on the inputs' device, as one launch (render.h: CudaArgs).
+  std::vector<Tensor> run_device(const std::vector<Tensor>& inputs, const std::vector<double>& consts, Device device);
   // A reduction with side outputs (a floating sum or mean over leading axes), row by row.
   std::vector<Tensor> run_rows(const std::vector<Tensor>& inputs, const std::vector<double>& consts, const Shape& shape,
                                std::vector<std::vector<int64_t>> st);
@@ -61,6 +67,10 @@ class Program {
   std::map<std::pair<std::vector<Access>, bool>, Fn> variants_;  // (access, compiled?)
   ProgramStats stats_;
 };
+
+// Whether a device can run `k` as one generated kernel: elementwise (no reduction; those run node
+// by node on a device), with at most kMaxKernelArgs inputs + outputs and constant slots.
+bool runs_on_device(const FusedKernel& k);
 
 // One Program per kernel structure in this process, so identical subgraphs share their
 // compiled variants.

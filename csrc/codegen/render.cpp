@@ -115,6 +115,7 @@ struct Out {
   Dialect d;
   const DialectRow& dr;
   const std::string& name;
+  bool by_value = false;  // CUDA elementwise: NxArgs by value, rows located by outer dims (render.h)
 };
 
 void header_comment(const Out& o, const std::string& key) {
@@ -159,9 +160,12 @@ void emit_body(const Out& o, const std::string& idx, const char* indent) {
     if (in.op == InstrOp::Load) {
       const std::string a = "in" + std::to_string(in.a);
       Access acc = o.access[size_t(in.a)];
-      std::string elem = acc == Access::Contig  ? a + "[" + idx + "]"
-                         : acc == Access::Bcast ? a + "[0]"
-                                                : a + "[(" + idx + ") * s" + std::to_string(in.a) + "]";
+      // By value, each input's row starts at its offset o<k> (0 in the other forms).
+      const std::string row = o.by_value ? str("o", in.a) : "";
+      const std::string plus = o.by_value ? row + " + " : "";
+      std::string elem = acc == Access::Contig  ? a + "[" + plus + idx + "]"
+                         : acc == Access::Bcast ? a + "[" + (o.by_value ? row : "0") + "]"
+                                                : a + "[" + plus + "(" + idx + ") * s" + std::to_string(in.a) + "]";
       e = load_expr(in.dtype, elem, o.d);
     } else {
       e = instr_expr(k, in);
@@ -170,10 +174,10 @@ void emit_body(const Out& o, const std::string& idx, const char* indent) {
   }
 }
 
-// The elementwise outputs' stores at element i.
-void emit_stores(const Out& o) {
+// The elementwise outputs' stores at element `idx`.
+void emit_stores(const Out& o, const char* idx = "i") {
   for (size_t j = 0; j < o.k.outputs.size(); ++j)
-    o.os << "    out" << j << "[i] = " << store_expr(o.k.output_dtype(j), r(o.k.outputs[j]), o.d) << ";\n";
+    o.os << "    out" << j << "[" << idx << "] = " << store_expr(o.k.output_dtype(j), r(o.k.outputs[j]), o.d) << ";\n";
 }
 
 // The comment naming the kernel, the prelude, and (C++) the key symbol the loader checks.
@@ -190,7 +194,37 @@ void emit_signature(const Out& o, const char* extra) {
        << ") {\n  using namespace nexus::kern;\n";
 }
 
+// CUDA: the by-value arguments (render.h's CudaArgs, member for member).
+std::string cuda_args_text() {
+  const std::string k = std::to_string(kMaxKernelArgs), d = std::to_string(kMaxKernelDims);
+  return "struct NxArgs {\n  char* p[" + k + "];\n  int64_t s[" + k + "];\n  double c[" + k +
+         "];\n  int64_t inner, nd;\n  int64_t shape[" + d + "];\n  int64_t st[" + k + "][" + d + "];\n};\n";
+}
+
+// CUDA, launched by a device: one thread per linear index t of the whole iteration shape; the
+// row of t (its outer dims) gives each input's offset o<k>, the column is i (as in the C++ form).
+void emit_elementwise_by_value(const Out& o) {
+  std::ostringstream& os = o.os;
+  const size_t nin = o.k.inputs.size();
+  os << cuda_args_text() << "\n"
+     << o.dr.entry << " " << o.name << "(NxArgs a, int64_t n) {\n  using namespace nexus::kern;\n"
+     << "  char* const* p = a.p;\n  const int64_t* s = a.s;\n  const double* c = a.c;\n";
+  emit_setup(o, true);
+  os << "  for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < n; "
+        "t += (int64_t)gridDim.x * blockDim.x) {\n    int64_t i = t;\n";
+  for (size_t k = 0; k < nin; ++k) os << "    int64_t o" << k << " = 0;\n";
+  os << "    if (a.nd > 0) {\n      int64_t row = t / a.inner;\n      i = t - row * a.inner;\n"
+     << "#pragma unroll\n      for (int d = 0; d < " << kMaxKernelDims << "; ++d) {\n"
+     << "        if (d >= a.nd) break;\n        const int64_t x = row % a.shape[d];\n        row /= a.shape[d];\n";
+  for (size_t k = 0; k < nin; ++k) os << "        o" << k << " += x * a.st[" << k << "][d];\n";
+  os << "      }\n    }\n";
+  emit_body(o, "i", "    ");
+  emit_stores(o, "t");
+  os << "  }\n}\n";
+}
+
 void emit_elementwise(const Out& o) {
+  if (o.by_value) return emit_elementwise_by_value(o);
   emit_signature(o, "");
   emit_setup(o, true);
   o.os << "  " << o.dr.loop << " {\n";
@@ -282,6 +316,11 @@ void emit_reduction(const Out& o) {
 
 }  // namespace
 
+const std::string& cuda_args_fingerprint() {
+  static const std::string fp = Hasher().add(cuda_args_text()).add("by value v1").hex();
+  return fp;
+}
+
 const std::string& renderer_fingerprint() {
   static const std::string fp = Hasher().add(prelude(Dialect::Cpp)).add(prelude(Dialect::Cuda)).add("render v1").hex();
   return fp;
@@ -292,7 +331,7 @@ Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d
   NX_ASSERT(access.size() == k.inputs.size(), "one access class per input");
   std::ostringstream os;
   const std::string name = k.name();
-  const Out o{os, k, access, d, kDialects[int(d)], name};
+  const Out o{os, k, access, d, kDialects[int(d)], name, d == Dialect::Cuda && !k.has_reduce()};
   emit_preamble(o, key);
   if (!k.has_reduce()) emit_elementwise(o);
   else if (k.has_side_outputs()) emit_reduce_rows(o);

@@ -27,6 +27,30 @@ enum class Dialect : uint8_t { Cpp, Cuda };
 //     p: inputs, then the side outputs (contiguous), at this row's first element; acc: n
 //     accumulators in the reduced register's type, set to the row's values when `first`, else
 //     added to (rows in order: the eager sum over leading axes, bit for bit).
+//
+// The CUDA dialect of an elementwise kernel (the one a device launches) instead takes its
+// arguments by value, so a launch needs no argument arrays in device memory:
+//   extern "C" __global__ void NAME(NxArgs a, int64_t n)
+//     n: every element of the iteration shape; thread t handles the linear indices t, t + grid...
+//     a.p, a.s, a.c: as p, s, c above, at the first element of the whole iteration shape;
+//     a.inner: elements per row (the innermost merged dimension, the one p/s/access describe);
+//     a.nd, a.shape, a.st: the outer dimensions (innermost first) and each input's stride in
+//     elements along them; a row's inputs start at sum(row index_d * st[input][d]).
+//     Outputs are contiguous over the whole shape: element t is out[t].
+// CudaArgs is that struct as the host fills it (same members, same order, all 8 bytes wide).
+inline constexpr int kMaxKernelArgs = 16;  // inputs + outputs, and constant slots
+inline constexpr int kMaxKernelDims = 7;   // outer dimensions after merging
+struct CudaArgs {
+  char* p[kMaxKernelArgs];
+  int64_t s[kMaxKernelArgs];
+  double c[kMaxKernelArgs];
+  int64_t inner, nd;
+  int64_t shape[kMaxKernelDims];
+  int64_t st[kMaxKernelArgs][kMaxKernelDims];
+};
+static_assert(sizeof(CudaArgs) == 8 * (3 * kMaxKernelArgs + 2 + kMaxKernelDims * (1 + kMaxKernelArgs)),
+              "CudaArgs has no padding: the generated NxArgs declares the same members");
+
 struct Source {
   std::string name;  // the entry point's symbol
   std::string text;
@@ -37,5 +61,8 @@ Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d
 
 // Text that changes whenever the renderer's output for a given kernel could: part of the key.
 const std::string& renderer_fingerprint();
+// The same for the CUDA elementwise entry point (NxArgs): part of a device kernel's key only, so
+// that the C++ dialect's keys do not move when it changes.
+const std::string& cuda_args_fingerprint();
 
 }  // namespace nexus::codegen

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,14 @@ class Backend {
                                    const Tensor& dx) = 0;
   virtual void avg_pool2d_forward(const ops::Pool2dGeometry& g, const Tensor& x, const Tensor& y) = 0;
   virtual void avg_pool2d_backward(const ops::Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) = 0;
+
+  // ---- generated kernels (codegen/) ----
+  // Runs the elementwise fused kernel `name` over n elements on device `index`: its CUDA dialect
+  // (codegen/render.h), whose text `source` renders (called only when neither this process nor
+  // the disk cache holds the compiled kernel for `key` on this device's architecture). `args`
+  // points to the entry point's by-value argument struct (nbytes of it: codegen::CudaArgs).
+  virtual void launch_generated(const std::string& key, const std::function<std::string()>& source,
+                                const std::string& name, const void* args, size_t nbytes, int64_t n, int index) = 0;
 };
 
 // Registers the backend of a device type (called once, when its extension loads).

@@ -34,10 +34,10 @@ void CompiledModel::plan() {
   std::vector<int> roots = g_.param_grads;
   roots.push_back(g_.loss);
   const int all = int(g_.nodes().size());
-  // After autodiff, so the values backward reads count as the groups' outputs. Generated kernels
-  // are host code: on a device every node runs on its own.
+  // After autodiff, so the values backward reads count as the groups' outputs. On a device, the
+  // elementwise groups run as generated CUDA kernels and the rest node by node (GraphKernels).
   fusion_.reset();
-  if (fuse_ && device_.is_cpu()) fusion_ = std::make_unique<GraphKernels>(g_, g_.forward_end);
+  if (fuse_) fusion_ = std::make_unique<GraphKernels>(g_, g_.forward_end, device_);
   train_ = schedule(roots, all);
   predict_ = schedule({g_.output}, g_.forward_end);
   loss_ = schedule({g_.loss}, g_.forward_end);

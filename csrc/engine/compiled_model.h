@@ -21,8 +21,8 @@ class CompiledModel {
   CompiledModel(graph::Graph g, std::vector<Tensor> params, std::vector<Tensor> buffers, bool fuse = true);
 
   // Moves the parameters and buffers to `device`; every later pass runs there, its inputs moved
-  // to it first. On a device every node runs on its own (the generated kernels are host code);
-  // fusion comes back with a move to the host.
+  // to it first. On a device the elementwise fused groups run as generated kernels (their CUDA
+  // dialect) and every other node on its own; the fusion plan is made again for the new device.
   void to(Device device);
   Device device() const { return device_; }
 

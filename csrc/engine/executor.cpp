@@ -118,21 +118,32 @@ GraphKernels::GraphKernels(const graph::Graph& g, const std::vector<int>& roots)
   index();
 }
 
-void GraphKernels::index() {
+void GraphKernels::index(Device device) {
   // A group of one op reads and writes what the op does: it runs as the op (nothing to compile).
   std::erase_if(plan.groups, [](const codegen::CompiledGroup& grp) { return grp.group.nodes.size() == 1; });
+  if (!device.is_cpu())
+    std::erase_if(plan.groups, [&](const codegen::CompiledGroup& grp) {
+      const codegen::FusedKernel& k = grp.program->kernel();
+      if (codegen::runs_on_device(k)) return false;
+      plan.refusals.push_back(str("cannot fuse ", grp.program->name(), " on ", device.str(), ": ",
+                                  k.has_reduce()
+                                      ? "it reduces (a device runs elementwise kernels only)"
+                                      : str("it has more than ", codegen::kMaxKernelArgs, " operands or constants"),
+                                  "; its ", grp.group.nodes.size(), " nodes run one by one"));
+      return true;
+    });
   for (size_t k = 0; k < plan.groups.size(); ++k)
     for (int m : plan.groups[k].group.nodes) group_of[size_t(m)] = int(k);
 }
 
-GraphKernels::GraphKernels(const graph::Graph& g, int forward_end) : group_of(g.nodes().size(), -1) {
+GraphKernels::GraphKernels(const graph::Graph& g, int forward_end, Device device) : group_of(g.nodes().size(), -1) {
   const std::vector<int> roots = grad_roots(g);
   plan = codegen::compile_plan(g, roots, 0, forward_end);
   // The backward on its own: no group spans both, so a forward-only pass runs whole groups.
   codegen::CompiledPlan backward = codegen::compile_plan(g, roots, forward_end, int(g.nodes().size()));
   for (auto& grp : backward.groups) plan.groups.push_back(std::move(grp));
   for (auto& r : backward.refusals) plan.refusals.push_back(std::move(r));
-  index();
+  index(device);
 }
 
 Schedule::Schedule(const graph::Graph& g, const GraphKernels* fusion, std::vector<bool> run_nodes,

@@ -15,16 +15,20 @@ namespace nexus::engine {
 // A graph's CompiledPlan (forward and backward partitioned apart) indexed by node, as the executor
 // runs it: a group runs as one generated kernel at its last member node (every input exists by then
 // and no outside reader comes earlier: graph::partition closes a group at its first outside read).
+// For a device, only the groups a device runs as one kernel are kept (codegen::runs_on_device: no
+// reductions, a bounded number of operands); the others' nodes run one by one, and a refusal says so.
 struct GraphKernels {
   codegen::CompiledPlan plan;
   std::vector<int> group_of;  // per node: its group, or -1
 
-  GraphKernels(const graph::Graph& g, int forward_end);
+  GraphKernels(const graph::Graph& g, int forward_end, Device device = Device::cpu());
   // A graph without a backward (an nx.jit trace): one partition for the values `roots` need.
   GraphKernels(const graph::Graph& g, const std::vector<int>& roots);
 
  private:
-  void index();  // drops one-op groups; fills group_of (sized by the constructor, all -1)
+  // Drops one-op groups (and on a device the groups it cannot run); fills group_of (sized by the
+  // constructor, all -1).
+  void index(Device device = Device::cpu());
 };
 
 // One kind of pass over a graph (a training step, predict, an nx.jit call), worked out once by

@@ -95,8 +95,9 @@ class Model:
     def to(self, device) -> "Model":
         """Moves the parameters, buffers and optimizer state to ``device`` ("cpu", "cuda",
         "cuda:N" or an ``nx.device``) and returns this model; every later step, prediction and
-        evaluation runs there (batches are copied over as they come). On a CUDA device each node
-        of the step runs as its own kernel (fused kernels are generated for the host).
+        evaluation runs there (batches are copied over as they come). On a CUDA device the
+        elementwise fused groups run as generated kernels (compiled by NVRTC, cached on disk) and
+        every other node as its own kernel.
 
         Raises:
             RuntimeError: the device cannot be used (no CUDA build, driver or GPU).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "codegen/program.h"
 #include "ops/cpu/conv_kernel.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/reduce_kernel.h"
@@ -368,6 +369,37 @@ void check_allocator() {
 
 }  // namespace
 
+// A generated kernel (the CUDA dialect, compiled by NVRTC and launched by launch_generated) against
+// the same Program on the host: relu(x * c + b) over a broadcast b and a contiguous, then a
+// transposed, x (rows walked through two outer dims; a strided inner walk).
+void check_generated() {
+  using codegen::Instr;
+  using codegen::InstrOp;
+  codegen::FusedKernel k;
+  k.inputs = {DType::Float32, DType::Float32};
+  k.num_consts = 1;
+  k.const_dtypes = {DType::Float32};
+  k.instrs = {Instr{InstrOp::Load, DType::Float32, 0},
+              Instr{InstrOp::Load, DType::Float32, 1},
+              Instr{InstrOp::Const, DType::Float32, 0},
+              Instr{InstrOp::Binary, DType::Float32, 0, 2, -1, ops::UnaryOp::Neg, ops::BinaryOp::Mul},
+              Instr{InstrOp::Binary, DType::Float32, 3, 1, -1, ops::UnaryOp::Neg, ops::BinaryOp::Add},
+              Instr{InstrOp::Unary, DType::Float32, 4, -1, -1, ops::UnaryOp::Relu}};
+  k.outputs = {5};
+  k.ndim = 3;
+  codegen::Program prog(k);
+  const Tensor b = random({4, 1}, DType::Float32);
+  for (bool transpose : {false, true}) {
+    Tensor x = random({6, 4, 10}, DType::Float32);
+    if (transpose) x = Tensor::view_of(x.storage(), 0, {6, 4, 10}, {1, 60, 6}, DType::Float32);
+    const std::vector<double> c = {0.75};
+    const Tensor want = prog.run({x, b}, c)[0];
+    const Tensor got = prog.run({to_gpu(x), to_gpu(b)}, c)[0];
+    expect_close(transpose ? "generated kernel, transposed x" : "generated kernel", want, to_cpu(got),
+                 tol(DType::Float32));
+  }
+}
+
 int main() {
   device::register_backend(DeviceType::CUDA, &be);
   std::printf("devices: %d (%s)\n", be.device_count(), be.unavailable_reason().c_str());
@@ -381,6 +413,7 @@ int main() {
     check_conv();
     check_pool();
     check_allocator();
+    check_generated();
     be.synchronize(0);
   } catch (const std::exception& e) {
     std::printf("FAIL exception: %s\n", e.what());

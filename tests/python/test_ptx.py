@@ -46,6 +46,43 @@ def test_ptx_of_a_compiled_models_forward_and_backward_kernels():
         assert f".entry {name}" in ptx
 
 
+def mlp():
+    g = GraphBuilder(seed=0).input("x", Shape(8, 6))
+    for act in ("relu", "tanh", "sigmoid", "gelu"):
+        g.dense(8, act)
+    return g.dense(3, "softmax").compile()
+
+
+def lenet():
+    g = GraphBuilder(seed=0).input("x", Shape(4, 1, 12, 12))
+    g.conv2d(4, 3, padding="same", activation="relu").batch_norm().max_pool2d(2)
+    g.conv2d(8, 3, activation="relu").max_pool2d(2).flatten().dense(16, "relu").dropout(0.1)
+    return g.dense(10, "softmax").compile()
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("make", [mlp, lenet])
+def test_device_kernels_take_their_arguments_by_value(make):
+    # What a CUDA model launches: the elementwise groups, each one entry point taking one struct
+    # by value (no argument arrays in device memory) and the element count.
+    groups = make().fusion_stats(4)["groups"]
+    on_device = [grp for grp in groups if grp["program"].runs_on_device]
+    assert on_device and len(on_device) < len(groups)  # the reductions stay with the host form
+    libs = jit_module.nvrtc_candidates()
+    for grp in on_device:
+        name, program = grp["kernel"], grp["program"]
+        assert f"__global__ void {name}(NxArgs a, int64_t n)" in program.source("cuda")
+        assert "NxArgs" not in program.source("cpp")
+        ptx = nx._C.codegen.ptx(program, "compute_90", libs)
+        assert f".entry {name}(" in ptx
+        # the struct the host fills (codegen::CudaArgs) is exactly the kernel's first parameter
+        assert f"{name}_param_0[{nx._C.codegen.cuda_args_bytes}]" in ptx
+        assert f"{name}_param_2" not in ptx
+    for grp in groups:
+        if not grp["program"].runs_on_device:
+            assert "(char* const* p, const int64_t* s, int64_t n, const double* c" in grp["program"].source("cuda")
+
+
 def test_cuda_source_is_rendered_from_the_same_program():
     f = nx.jit(chain)
     f(nx.randn(3))
