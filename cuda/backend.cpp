@@ -232,4 +232,15 @@ void CudaBackend::argmax(const Tensor& out, const Tensor& x, int64_t rows, int64
   launch_argmax(x.dtype(), static_cast<int64_t*>(out.raw_data()), x.raw_data(), rows, n, current_stream());
 }
 
+void CudaBackend::sgd_update(int index, const std::vector<ops::cpu::OptimSegment>& segs, const ops::cpu::SgdCoeffs& c) {
+  DeviceGuard guard(index);
+  for (const ops::cpu::OptimSegment& s : segs) launch_sgd(s, c, current_stream());
+}
+
+void CudaBackend::adam_update(int index, const std::vector<ops::cpu::OptimSegment>& segs,
+                              const ops::cpu::AdamCoeffs& c) {
+  DeviceGuard guard(index);
+  for (const ops::cpu::OptimSegment& s : segs) launch_adam(s, c, current_stream());
+}
+
 }  // namespace nexus::cuda

@@ -40,6 +40,8 @@ class CudaBackend final : public device::Backend {
                            const Tensor& dx) override;
   void avg_pool2d_forward(const ops::Pool2dGeometry& g, const Tensor& x, const Tensor& y) override;
   void avg_pool2d_backward(const ops::Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) override;
+  void sgd_update(int index, const std::vector<ops::cpu::OptimSegment>& segs, const ops::cpu::SgdCoeffs& c) override;
+  void adam_update(int index, const std::vector<ops::cpu::OptimSegment>& segs, const ops::cpu::AdamCoeffs& c) override;
   // generated.cpp: NVRTC -> PTX (cached on disk per architecture) -> the runtime's library API.
   void launch_generated(const std::string& key, const std::function<std::string()>& source, const std::string& name,
                         const void* args, size_t nbytes, int64_t n, int index) override;

@@ -16,6 +16,7 @@
 
 #include "base/reduce_op.h"
 #include "ops/cpu/conv_kernel.h"
+#include "ops/cpu/optim_kernel.h"
 #include "ops/op_kind.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
@@ -70,6 +71,14 @@ class Backend {
                                    const Tensor& dx) = 0;
   virtual void avg_pool2d_forward(const ops::Pool2dGeometry& g, const Tensor& x, const Tensor& y) = 0;
   virtual void avg_pool2d_backward(const ops::Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) = 0;
+
+  // The optimizers' updates in place over parameters on this device, as the host loops of
+  // ops/cpu/optim_kernel.h with the same segments and coefficients (and the same formulas, so a
+  // device step gives the host's bits where the arithmetic is IEEE on both); every segment is on
+  // device `index`.
+  virtual void sgd_update(int index, const std::vector<ops::cpu::OptimSegment>& segs, const ops::cpu::SgdCoeffs& c) = 0;
+  virtual void adam_update(int index, const std::vector<ops::cpu::OptimSegment>& segs,
+                           const ops::cpu::AdamCoeffs& c) = 0;
 
   // ---- generated kernels (codegen/) ----
   // Runs the elementwise fused kernel `name` over n elements on device `index`: its CUDA dialect

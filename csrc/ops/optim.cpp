@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "device/backend.h"
 #include "ops/dispatch.h"
 #include "ops/cpu/optim_kernel.h"
 #include "ops/ops.h"
@@ -104,8 +105,9 @@ Tensor& lazy_zeros(Tensor& buf, const Tensor& like) {
   return buf;
 }
 
+// The update of parameters on one device (the host's loops, or the device's kernels).
 void run_sgd(const Config& c, double lr, double scale, const std::vector<Tensor>& params,
-             const std::vector<Tensor>& grads, State& s) {
+             const std::vector<Tensor>& grads, State& s, Device device) {
   bool use_momentum = c.momentum != 0;
   std::vector<cpu::OptimSegment> segs;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -119,11 +121,13 @@ void run_sgd(const Config& c, double lr, double scale, const std::vector<Tensor>
     }
     segs.push_back(seg);
   }
-  cpu::sgd_kernel(segs, {lr, scale, c.weight_decay, c.momentum, use_momentum, c.nesterov});
+  const cpu::SgdCoeffs coeffs{lr, scale, c.weight_decay, c.momentum, use_momentum, c.nesterov};
+  if (device.is_cpu()) cpu::sgd_kernel(segs, coeffs);
+  else device::backend(device).sgd_update(device.index, segs, coeffs);
 }
 
 void run_adam(const Config& c, double lr, double scale, const std::vector<Tensor>& params,
-              const std::vector<Tensor>& grads, State& s) {
+              const std::vector<Tensor>& grads, State& s, Device device) {
   std::vector<cpu::OptimSegment> segs;
   for (size_t i = 0; i < params.size(); ++i) {
     if (!grads[i].defined()) continue;
@@ -139,42 +143,15 @@ void run_adam(const Config& c, double lr, double scale, const std::vector<Tensor
     segs.push_back(seg);
   }
   bool decoupled = c.kind == Kind::AdamW;
-  cpu::adam_kernel(segs, {scale, decoupled ? 0.0 : c.weight_decay, decoupled ? 1.0 - lr * c.weight_decay : 1.0,
-                          1.0 - c.beta1, c.beta2, 1.0 - c.beta2, c.eps});
-}
-
-// The same updates on a device, composed from the op front ends (each line one kernel there) and
-// written into the parameters and buffers in place: the formulas of the CPU loops above, in the
-// same order of operations.
-void run_composed(const Config& c, double lr, double scale, const std::vector<Tensor>& params,
-                  const std::vector<Tensor>& grads, State& s) {
-  autograd::NoGradGuard no_grad;
-  const bool adam = c.kind != Kind::SGD, decoupled = c.kind == Kind::AdamW;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!grads[i].defined()) continue;
-    const Tensor& p = params[i];
-    const double l2 = decoupled ? 0.0 : c.weight_decay;
-    Tensor d = mul_scalar(grads[i], scale);
-    if (l2 != 0) d = add(d, mul_scalar(p, l2));
-    if (!adam) {
-      if (c.momentum != 0) {
-        const bool first = !s.m[i].defined();
-        Tensor& buf = lazy_zeros(s.m[i], p);
-        copy_(buf, first ? d : add(mul_scalar(buf, c.momentum), mul_scalar(d, 1.0 - c.dampening)));
-        d = c.nesterov ? add(d, mul_scalar(buf, c.momentum)) : buf;
-      }
-      copy_(p, sub(p, mul_scalar(d, lr)));
-      continue;
-    }
-    const double t = double(s.param_steps[i] + 1);
-    Tensor& m = lazy_zeros(s.m[i], p);
-    Tensor& v = lazy_zeros(s.v[i], p);
-    copy_(m, add(m, mul_scalar(sub(d, m), 1.0 - c.beta1)));
-    copy_(v, add(mul_scalar(v, c.beta2), mul_scalar(mul(d, d), 1.0 - c.beta2)));
-    Tensor denom = add_scalar(mul_scalar(unary(UnaryOp::Sqrt, v), 1.0 / std::sqrt(1.0 - std::pow(c.beta2, t))), c.eps);
-    Tensor step = div(mul_scalar(m, -lr / (1.0 - std::pow(c.beta1, t))), denom);
-    copy_(p, add(decoupled ? mul_scalar(p, 1.0 - lr * c.weight_decay) : p, step));
-  }
+  const cpu::AdamCoeffs coeffs{scale,
+                               decoupled ? 0.0 : c.weight_decay,
+                               decoupled ? 1.0 - lr * c.weight_decay : 1.0,
+                               1.0 - c.beta1,
+                               c.beta2,
+                               1.0 - c.beta2,
+                               c.eps};
+  if (device.is_cpu()) cpu::adam_kernel(segs, coeffs);
+  else device::backend(device).adam_update(device.index, segs, coeffs);
 }
 
 }  // namespace
@@ -240,6 +217,11 @@ void step(const Config& c, double lr, const std::vector<Tensor>& params, const s
   NX_CHECK(grads.size() == params.size(), kind_name(c.kind), ": got ", params.size(), " parameters but ", grads.size(),
            " gradients; pass one (or None) per parameter");
   for (size_t i = 0; i < params.size(); ++i) check_param(params[i], grads[i], i, c);
+  // One device per optimizer: its update is one set of kernels there.
+  const Device device = params.empty() ? Device::cpu() : params[0].device();
+  for (size_t i = 0; i < params.size(); ++i)
+    NX_CHECK(params[i].device() == device, kind_name(c.kind), ": parameter ", i, " is on ", params[i].device().str(),
+             " but parameter 0 on ", device.str(), "; an optimizer updates the parameters of one device");
   check_state(c, params, s);
   for (size_t i = 0; i < params.size(); ++i)  // a model moved to another device takes its moments along
     for (Tensor* buf : {&s.m[i], &s.v[i]})
@@ -247,9 +229,8 @@ void step(const Config& c, double lr, const std::vector<Tensor>& params, const s
   std::vector<Tensor> g = contiguous_grads(grads, kind_name(c.kind));
   double scale = c.clip_norm > 0 ? clip_scale(global_grad_norm(g), c.clip_norm) : 1.0;
 
-  if (!params.empty() && !params[0].device().is_cpu()) run_composed(c, lr, scale, params, g, s);
-  else if (c.kind == Kind::SGD) run_sgd(c, lr, scale, params, g, s);
-  else run_adam(c, lr, scale, params, g, s);
+  if (c.kind == Kind::SGD) run_sgd(c, lr, scale, params, g, s, device);
+  else run_adam(c, lr, scale, params, g, s, device);
   for (size_t i = 0; i < params.size(); ++i) s.param_steps[i] += g[i].defined() ? 1 : 0;
   ++s.step;
 }

@@ -11,6 +11,7 @@
 #include "base/reduce_op.h"
 #include "geometry.h"
 #include "ops/cpu/conv_kernel.h"
+#include "ops/cpu/optim_kernel.h"
 #include "ops/op_kind.h"
 #include "tensor/dtype.h"
 
@@ -28,6 +29,11 @@ void launch_where(DType t, const Operands<4>& g, int64_t n, cudaStream_t stream)
 void launch_reduce(ReduceOp op, DType x, DType out, const ReduceGeometry& g, cudaStream_t stream);
 // out[r] = index of the first maximum of row r of a contiguous (rows, n) x; NaN wins.
 void launch_argmax(DType t, int64_t* out, const void* x, int64_t rows, int64_t n, cudaStream_t stream);
+
+// One optimizer update of one parameter segment in place (optim.cu): the host loops' formulas
+// (ops/cpu/optim_kernel.cpp) with the same coefficients, in the segment's dtype.
+void launch_sgd(const ops::cpu::OptimSegment& s, const ops::cpu::SgdCoeffs& c, cudaStream_t stream);
+void launch_adam(const ops::cpu::OptimSegment& s, const ops::cpu::AdamCoeffs& c, cudaStream_t stream);
 
 // conv2d's pieces (conv.cu; the GEMMs are in conv.cpp), float32/float64 t, contiguous NCHW.
 // col of `images` images: (images, c*kh*kw, out_h*out_w), im2col of x (images, c, h, w).

@@ -308,6 +308,8 @@ def test_cuda_info_names_the_device():
     lambda ps: nx.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01),
     lambda ps: nx.optim.Adam(ps, lr=0.01, weight_decay=0.01), lambda ps: nx.optim.AdamW(ps, lr=0.01, clip_norm=0.5)])
 def test_optimizers_update_device_parameters_as_on_the_host(make):
+    """The device kernels apply the host loops' formulas with the same coefficients: the same bits,
+    except where clipping scales by a norm summed in another order."""
     rng = np.random.default_rng(12)
     w0, grads = rng.standard_normal((6, 4)), [rng.standard_normal((6, 4)) for _ in range(3)]
     results = []
@@ -318,7 +320,11 @@ def test_optimizers_update_device_parameters_as_on_the_host(make):
             w.grad = nx.tensor(g, device=device)
             opt.step()
         results.append(host(w))
-    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-6)
+        clipped = opt.get_config()["kwargs"]["clip_norm"]
+    if clipped:
+        np.testing.assert_allclose(results[1], results[0], rtol=1e-6, atol=1e-7)
+    else:
+        np.testing.assert_array_equal(results[1], results[0])
 
 
 def compiled(device, optimizer):
