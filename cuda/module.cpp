@@ -21,24 +21,6 @@ using namespace nexus::cuda;
 
 namespace {
 
-// The same mapping as nexus._C's translator, in case this module's exceptions are raised before
-// (or without) _C's registration.
-void translate(std::exception_ptr p) {
-  try {
-    if (p) std::rethrow_exception(p);
-  } catch (const TypeError& e) {
-    PyErr_SetString(PyExc_TypeError, e.what());
-  } catch (const ValueError& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
-  } catch (const MemoryError& e) {
-    PyErr_SetString(PyExc_MemoryError, e.what());
-  } catch (const DeviceError& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  } catch (const NotImplementedError& e) {
-    PyErr_SetString(PyExc_NotImplementedError, e.what());
-  }
-}
-
 cudaDeviceProp properties(int index) {
   cuda_backend().check_device(index);
   cudaDeviceProp prop{};
@@ -50,7 +32,8 @@ cudaDeviceProp properties(int index) {
 
 PYBIND11_MODULE(_C_cuda, m) {
   m.doc() = "Nexus CUDA backend: registers the device kernels with the core; device and memory queries";
-  py::register_local_exception_translator(translate);
+  // Errors reach Python through nexus._C's translator (pybind11 shares it between the modules;
+  // nexus imports _C first).
   device::register_backend(DeviceType::CUDA, &cuda_backend());
   auto nogil = py::call_guard<py::gil_scoped_release>();
 

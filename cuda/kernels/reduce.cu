@@ -36,6 +36,28 @@ int threads_for(int64_t n) {
   return t;
 }
 
+// The block's reduction of elements [begin, end) of one output (base: its first element):
+// thread t combines elements begin + t, begin + t + T, ... in order from `init`, then the threads
+// combine in a fixed tree through `part` (kReduceThreads slots). Thread 0 returns the result.
+template <class T, class Op> __device__ typename Op::Acc block_reduce(const T* base, const ReduceGeometry& g,
+                                                                      int64_t begin, int64_t end, const Op& op,
+                                                                      typename Op::Acc init, typename Op::Acc* part) {
+  using Acc = typename Op::Acc;
+  const int tid = threadIdx.x;
+  Acc acc = init;
+  for (int64_t r = begin + tid; r < end; r += blockDim.x)
+    acc = op(acc, Acc(base[strided_offset(r, g.red_ndim, g.red_shape, g.red_stride)]));
+  part[tid] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (tid < s) part[tid] = op(part[tid], part[tid + s]);
+    __syncthreads();
+  }
+  const Acc result = part[0];
+  __syncthreads();  // every thread has read part[0] before the next output overwrites it
+  return result;
+}
+
 template <class T, class R, class Op> __global__ void reduce_kernel(ReduceGeometry g, Op op) {
   using Acc = typename Op::Acc;
   __shared__ Acc part[kReduceThreads];
@@ -45,17 +67,8 @@ template <class T, class R, class Op> __global__ void reduce_kernel(ReduceGeomet
   for (int64_t o = blockIdx.x; o < g.n_out; o += gridDim.x) {
     const T* base = x + strided_offset(o, g.kept_ndim, g.kept_shape, g.kept_stride);
     // An empty sum's init ignores its argument; max/min never reach here with no elements.
-    Acc acc = op.init(g.n_red > 0 ? base[0] : T(0));
-    for (int64_t r = tid; r < g.n_red; r += blockDim.x)
-      acc = op(acc, Acc(base[strided_offset(r, g.red_ndim, g.red_shape, g.red_stride)]));
-    part[tid] = acc;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s /= 2) {
-      if (tid < s) part[tid] = op(part[tid], part[tid + s]);
-      __syncthreads();
-    }
-    if (tid == 0) out[o] = R(part[0]);
-    __syncthreads();  // part[0] is read before the next output overwrites it
+    const Acc acc = block_reduce<T>(base, g, 0, g.n_red, op, op.init(g.n_red > 0 ? base[0] : T(0)), part);
+    if (tid == 0) out[o] = R(acc);
   }
 }
 
@@ -71,17 +84,9 @@ template <class T, class Op> __global__ void reduce_chunks_kernel(ReduceGeometry
   const int64_t begin = p * g.chunk, end = begin + g.chunk < g.n_red ? begin + g.chunk : g.n_red;
   for (int64_t o = blockIdx.y; o < g.n_out; o += gridDim.y) {
     const T* base = x + strided_offset(o, g.kept_ndim, g.kept_shape, g.kept_stride);
-    Acc acc = op.init(base[strided_offset(begin, g.red_ndim, g.red_shape, g.red_stride)]);
-    for (int64_t r = begin + tid; r < end; r += blockDim.x)
-      acc = op(acc, Acc(base[strided_offset(r, g.red_ndim, g.red_shape, g.red_stride)]));
-    part[tid] = acc;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s /= 2) {
-      if (tid < s) part[tid] = op(part[tid], part[tid + s]);
-      __syncthreads();
-    }
-    if (tid == 0) partials[o * g.parts + p] = part[0];
-    __syncthreads();
+    const Acc first = op.init(base[strided_offset(begin, g.red_ndim, g.red_shape, g.red_stride)]);
+    const Acc acc = block_reduce<T>(base, g, begin, end, op, first, part);
+    if (tid == 0) partials[o * g.parts + p] = acc;
   }
 }
 
