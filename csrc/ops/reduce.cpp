@@ -101,14 +101,14 @@ Tensor logsumexp(const Tensor& x, const Axes& axes_in, bool keepdims) {
 
 Tensor softmax(const Tensor& x, int64_t axis) {
   Tensor xf = is_floating(x.dtype()) ? x : astype(x, DType::Float32);
-  Axes axes{wrap_axis(axis, x.ndim(), "softmax")};
+  const Axes axes = normalize_axes({axis}, x.ndim(), "softmax");  // none for a 0-d x: softmax is 1
   Tensor e = unary(UnaryOp::Exp, sub(xf, stable_shift(xf, axes)));
   return div(e, sum(e, axes, /*keepdims=*/true));
 }
 
 Tensor log_softmax(const Tensor& x, int64_t axis) {
   Tensor xf = is_floating(x.dtype()) ? x : astype(x, DType::Float32);
-  Axes axes{wrap_axis(axis, x.ndim(), "log_softmax")};
+  const Axes axes = normalize_axes({axis}, x.ndim(), "log_softmax");
   // (x - m) - log(sum(exp(x - m))): subtracting the shift first keeps float32 precision when
   // |x| is large (x - logsumexp(x) would cancel two nearly equal numbers).
   Tensor shifted = sub(xf, stable_shift(xf, axes));

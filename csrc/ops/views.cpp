@@ -119,6 +119,7 @@ Tensor expand(const Tensor& x, const Shape& shape_in) {
 }
 
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+  NX_CHECK_INDEX(x.ndim() > 0, "slice: a 0-d tensor has no axis to slice (as numpy: invalid index to a scalar)");
   axis = wrap_axis(axis, x.ndim(), "slice");
   NX_CHECK(step > 0, "slice: step must be positive, got ", step);
   int64_t n = x.shape()[axis];
@@ -127,13 +128,16 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t
   stop = std::max(clamp(stop), start);
   Shape shape = x.shape();
   Strides st = x.strides();
-  shape[axis] = (stop - start + step - 1) / step;
-  st[axis] *= step;
+  shape[axis] = (stop - start) / step + ((stop - start) % step != 0);  // ceil, without step - 1 overflowing
+  // A step past the axis keeps at most one element, whose stride is never walked.
+  if (__builtin_mul_overflow(st[axis], step, &st[axis])) st[axis] = x.strides()[axis];
   Tensor out = make_view(x, x.offset() + start * x.strides()[axis], shape, st);
   return autograd::record("slice", out, {x}, grad::slice(x.shape(), axis, start, step));
 }
 
 Tensor select(const Tensor& x, int64_t axis, int64_t index) {
+  NX_CHECK_INDEX(x.ndim() > 0, "index ", index,
+                 " of a 0-d tensor: it has no axis to index (as numpy: invalid index to a scalar)");
   axis = wrap_axis(axis, x.ndim(), "select");
   int64_t n = x.shape()[axis];
   NX_CHECK_INDEX(index >= -n && index < n, "index ", index, " is out of bounds for axis ", axis, " with size ", n);

@@ -11,6 +11,7 @@ import pytest
 from mpi_jobs import by_check
 
 N = 3
+HYSTERESIS = 0.05  # what jobs/scheduler.py passes to the adaptive run from an equal split
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +46,24 @@ def test_adaptive_split_is_agreed_by_every_rank_and_trains(job):
 def test_adaptive_balance_corrects_an_equal_first_split(job):
     proc, _ = job
     rows = by_check(proc, "adaptive_from_equal", N)
-    shares, events = rows[0]["shares"], rows[0]["rebalances"]
-    # Ranks two-to-a-core against one alone differ by far more than the 10% hysteresis, so
-    # the equal split is left whichever way the machine's load tips it.
-    assert events and events[0]["old"] == [683, 683, 682]
+    shares, events, decisions = rows[0]["shares"], rows[0]["rebalances"], rows[0]["decisions"]
+    # Ranks two-to-a-core against one alone usually differ by far more than the hysteresis, so
+    # the equal split is left; but the speeds the ranks see are the machine's (a loaded machine
+    # can make them alike), so what is checked is that the balancer acted on what it measured:
+    # a move exactly where a re-solved split cleared the hysteresis twice running, in the same
+    # direction, and the moves chained from the equal split to the final shares.
+    assert decisions and decisions[0]["shares"] == [683, 683, 682]
+    pending = None
+    for d in decisions:
+        clears = d["solved"] != d["shares"] and d["gain"] >= 1 + HYSTERESIS
+        direction = [(n > s) - (n < s) for n, s in zip(d["solved"], d["shares"])] if clears else None
+        assert d["moved"] == (clears and direction == pending), d
+        pending = None if d["moved"] else direction
+    moves = [d for d in decisions if d["moved"]]
+    assert [e["new"] for e in events] == [d["solved"] for d in moves]
     assert all(sum(e["new"]) == 2048 and e["new"] != e["old"] for e in events)
     assert all(b["old"] == a["new"] for a, b in itertools.pairwise(events))
-    assert shares == events[-1]["new"]
+    assert shares == (events[-1]["new"] if events else [683, 683, 682])
     assert all(r["shares"] == shares and r["identical"] for r in rows)
 
 

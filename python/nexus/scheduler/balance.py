@@ -46,6 +46,10 @@ class AdaptiveBalancer:
         self._pending = None  # the direction of the last decision's proposal, to confirm
         self._samples = [0.0] * len(self.rates)
         self._seconds = [0.0] * len(self.rates)
+        # Every decision taken: the shares it started from, the split it re-solved at the
+        # smoothed rates, the predicted gain and whether it moved the shares (what a run's
+        # rebalances can be checked against, whatever speeds the machine gave the ranks).
+        self.decisions: list[dict] = []
 
     def observe(self, shares: Sequence[int], seconds: Sequence[float]) -> None:
         """One step's shares and each rank's busy seconds."""
@@ -74,6 +78,9 @@ class AdaptiveBalancer:
         batch = sum(shares)
         new = split_batch(self.rates, batch, self.caps)
         now, then = step_time(shares, self.rates), step_time(new, self.rates)
+        decision = {"shares": list(shares), "solved": list(new), "gain": now / then if then > 0 else 1.0,
+                    "moved": False}
+        self.decisions.append(decision)
         if list(new) == list(shares) or then <= 0 or now / then < 1 + self.hysteresis:
             self._pending = None
             return None
@@ -82,6 +89,7 @@ class AdaptiveBalancer:
         if not confirmed:
             return None
         self._pending = None
+        decision["moved"] = True
         return new, now / then
 
 

@@ -71,6 +71,8 @@ class Report:
     plan: Plan  # the plan at start: profiles, groups, split, compression, lr scale
     history: list[dict] = field(default_factory=list)  # one record per epoch
     rebalances: list[Rebalance] = field(default_factory=list)  # every change of split
+    # every decision the balancer took (shares, re-solved split, predicted gain, moved or not)
+    decisions: list[dict] = field(default_factory=list)
     ideal_samples_per_second: float = 0.0  # the sum of the ranks' rates measured over the same
     # train steps (samples / busy seconds): never below samples_per_second (balance.RunMeter)
     steps: int = 0
@@ -309,12 +311,14 @@ class _Run:
         """Lets the balancer decide on the current split; with ``balance="adaptive"`` a
         proposed change is taken, recorded and logged."""
         change = self.balancer.propose(self.split.shares)
+        self.report.decisions = self.balancer.decisions
         if change is None or self.plan.balance != "adaptive":
             return
         event = Rebalance(self.steps, self.split, Split(tuple(change[0])), change[1],
                           tuple(self.balancer.rates))
         self.split = event.new
         self.report.rebalances.append(event)
+        self.report.decisions = self.balancer.decisions
         self.log.write("rebalance", **event.to_dict())
 
     def finish(self, x_test, y_test, heatmap_png) -> Report:

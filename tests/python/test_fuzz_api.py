@@ -1,0 +1,124 @@
+"""The public tensor API fuzzed in a child process: random ops, shapes (empty, tiny, and past
+what int64 can count), dtypes, views, axes and integer arguments (negative, zero, huge). Every
+call must return or raise one of the documented exceptions; a crash (the child dies) fails with
+the exact call, and where numpy has the same op the results must agree.
+
+The bounded run here is fixed (derandomized) so CI is reproducible; a longer run:
+``NEXUS_FUZZ_EXAMPLES=20000 python -m pytest tests/python/test_fuzz_api.py``."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+EXAMPLES = int(os.environ.get("NEXUS_FUZZ_EXAMPLES", "400"))
+WORKER = Path(__file__).with_name("fuzz_worker.py")
+ALLOWED = {"ok", "skipped", "ValueError", "TypeError", "IndexError", "MemoryError", "OverflowError", "ZeroDivisionError"}
+
+# Integers a user's own code may compute: edges of int32/int64, zero, negatives, small ones.
+EDGE_INTS = [-2**63, -2**31 - 1, -7, -1, 0, 1, 2, 3, 5, 2**31, 2**50, 2**62, 2**63 - 1]
+small = st.integers(-3, 6)
+any_int = st.one_of(small, st.sampled_from(EDGE_INTS))
+# Dimensions: mostly small (0 included); now and then one no allocation can hold (alone or as
+# a product), never one that is merely large (filling it would test the machine, not Nexus).
+dim = st.one_of(st.integers(0, 5), st.integers(0, 5), st.sampled_from([2**50, 2**62, 2**63 - 1, -1, -5]))
+shape = st.lists(dim, min_size=0, max_size=4)
+dtype = st.sampled_from(["float32", "float64", "int32", "int64", "bool"])
+view = st.sampled_from([None, None, "transpose", "reverse", "step"])
+
+
+# An operand that exists: small dims, 0 included (the wild dims above go to shape arguments).
+operand_shape = st.lists(st.integers(0, 5), min_size=0, max_size=4)
+
+
+@st.composite
+def tensor_spec(draw, shape_=operand_shape, dtype_=dtype):
+    return {"shape": draw(shape_), "dtype": draw(dtype_), "view": draw(view)}
+
+
+@st.composite
+def call(draw):
+    op = draw(st.sampled_from([
+        "add", "sub", "mul", "div", "pow", "floor_divide", "remainder", "maximum", "minimum", "neg", "abs", "relu",
+        "exp", "sum", "max", "min", "mean", "var", "argmax", "softmax", "logsumexp", "reshape", "transpose",
+        "permute", "expand", "getitem", "concat", "stack", "matmul", "full", "zeros", "arange", "conv2d",
+        "max_pool2d", "avg_pool2d", "cross_entropy", "dropout", "astype"]))
+    axis = draw(st.one_of(st.none(), any_int, st.lists(small, max_size=3)))
+    if op in ("add", "sub", "mul", "maximum", "minimum"):  # one dtype: numpy's promotion differs
+        dt = draw(dtype)
+        tensors = [draw(tensor_spec(dtype_=st.just(dt))), draw(tensor_spec(dtype_=st.just(dt)))]
+    elif op in ("div", "pow", "floor_divide", "remainder", "matmul", "cross_entropy", "conv2d"):
+        tensors = [draw(tensor_spec()), draw(tensor_spec())]
+    elif op in ("concat", "stack"):
+        tensors = draw(st.lists(tensor_spec(dtype_=st.just("float32")), min_size=1, max_size=3))
+    elif op in ("full", "zeros", "arange"):
+        tensors = []
+    else:
+        tensors = [draw(tensor_spec())]
+    args = {"axis": axis if op not in ("max", "min", "argmax", "softmax", "concat", "stack") or
+            not isinstance(axis, list) else draw(small),
+            "keepdims": draw(st.booleans()), "ddof": draw(any_int), "shape": draw(shape),
+            "i": draw(any_int), "j": draw(any_int), "dims": draw(st.lists(any_int, max_size=4)),
+            "slice": [draw(st.one_of(st.none(), any_int)), draw(st.one_of(st.none(), any_int)),
+                      draw(st.sampled_from([None, 1, 2, -1]))],
+            "value": draw(st.one_of(st.floats(allow_nan=True), any_int)),
+            "start": draw(any_int), "stop": draw(any_int), "step": draw(st.one_of(any_int, st.floats(-3, 3))),
+            "stride": draw(any_int), "padding": draw(any_int), "kernel": draw(any_int),
+            "p": draw(st.floats(-1, 2)), "dtype": draw(st.sampled_from(["float16", "bfloat16", "int32", "bool"]))}
+    if op == "argmax" and isinstance(args["axis"], list):
+        args["axis"] = None
+    return {"op": op, "tensors": tensors, "args": args}
+
+
+class Worker:
+    """The child process the calls run in, started again after a crash."""
+
+    def __init__(self):
+        self.proc = None
+
+    def run(self, c: dict) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, text=True)
+        try:
+            self.proc.stdin.write(json.dumps(c) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            code = self.proc.wait()
+            self.close()
+            return {"outcome": "crash", "message": f"the child exited with status {code}"}
+        return json.loads(line)
+
+    def close(self):
+        if self.proc is None:
+            return
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except BrokenPipeError:  # the child is gone: nothing left to flush
+                pass
+        self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = Worker()
+    yield w
+    w.close()
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(c=call())
+def test_any_call_returns_or_raises_a_documented_exception(worker, c):
+    result = worker.run(c)
+    assert result["outcome"] in ALLOWED, f"{result['outcome']}: {result.get('message')}\ncall: {json.dumps(c)}"
