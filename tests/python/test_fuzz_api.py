@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 EXAMPLES = int(os.environ.get("NEXUS_FUZZ_EXAMPLES", "400"))
 WORKER = Path(__file__).with_name("fuzz_worker.py")
-ALLOWED = {"ok", "skipped", "ValueError", "TypeError", "IndexError", "MemoryError", "OverflowError", "ZeroDivisionError"}
+ALLOWED = {"ok", "skipped", "ValueError", "TypeError", "IndexError", "MemoryError", "OverflowError",
+           "ZeroDivisionError"}
 
 # Integers a user's own code may compute: edges of int32/int64, zero, negatives, small ones.
 EDGE_INTS = [-2**63, -2**31 - 1, -7, -1, 0, 1, 2, 3, 5, 2**31, 2**50, 2**62, 2**63 - 1]
