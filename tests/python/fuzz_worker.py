@@ -47,7 +47,8 @@ def result_size(op, a):
         dims = a["shape"]
         return 0 if any(d <= 0 for d in dims) else int(np.prod([int(d) for d in dims], dtype=object))
     if op == "arange" and a["step"]:
-        return max(0, math.ceil((a["stop"] - a["start"]) / a["step"]))
+        q = (a["stop"] - a["start"]) / a["step"]  # inf for a tiny float step: past any allocation
+        return max(0, math.ceil(q)) if math.isfinite(q) else (0 if q < 0 else IMPOSSIBLE)
     return None
 
 
