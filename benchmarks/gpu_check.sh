@@ -28,7 +28,17 @@ start=$(date +%s)
   -Ccmake.define.NEXUS_CUDA=ON -Ccmake.define.NEXUS_CUDA_ARCHS="$archs" .
 echo "gpu_check: built and installed in $(( $(date +%s) - start )) s"
 "$PY" -m nexus.cli info
+# Every stage runs even when one before it fails (a GPU lease is short: one run reports all of
+# them); the script's exit status says whether any failed.
+failed=()
+stage() {
+  local name=$1; shift
+  echo "gpu_check: == $name"
+  if ! "$@"; then failed+=("$name"); echo "gpu_check: $name FAILED"; fi
+}
 # Every backend kernel against the host kernels (tests/cuda/check_backend.cpp), then the GPU tests.
-cmake --build build/gpu --target nexus_cuda_check >/dev/null && build/gpu/nexus_cuda_check
-"$PY" -m pytest -q -p no:cacheprovider -o addopts="" tests/gpu tests/python/test_device.py
-"$PY" benchmarks/gpu.py "$@"
+stage kernels bash -c 'cmake --build build/gpu --target nexus_cuda_check >/dev/null && build/gpu/nexus_cuda_check'
+stage tests timeout 200 "$PY" -m pytest -q --tb=short -p no:cacheprovider -o addopts="" tests/gpu tests/python/test_device.py
+stage benchmark timeout 200 "$PY" benchmarks/gpu.py "$@"
+if [ ${#failed[@]} -gt 0 ]; then echo "gpu_check: failed: ${failed[*]}"; exit 1; fi
+echo "gpu_check: all stages passed"
