@@ -21,17 +21,58 @@ NX_KERN_FN double floor_(double v);
 NX_KERN_FN float copysign_(float x, float y);
 NX_KERN_FN double copysign_(double x, double y);
 
+// Signed integer arithmetic wraps on overflow, as numpy and torch (INT_MIN + -1, -INT_MIN): it is
+// done in the unsigned type of the same width, where wrapping is defined (in the signed type it
+// is undefined behaviour). Narrow types widen to unsigned int, so their products cannot overflow
+// int by promotion. Floats and bool compute in their own type.
+template <class T> struct WrapType {
+  using type = T;
+};
+template <> struct WrapType<signed char> {
+  using type = unsigned int;
+};
+template <> struct WrapType<short> {
+  using type = unsigned int;
+};
+template <> struct WrapType<int> {
+  using type = unsigned int;
+};
+template <> struct WrapType<long> {
+  using type = unsigned long;
+};
+template <> struct WrapType<long long> {
+  using type = unsigned long long;
+};
+template <class T> using wrap_t = typename WrapType<T>::type;
+
 // ---- unary (relu keeps NaN; integers never are) ----------------------------------------------
-template <class T> NX_KERN_FN T neg(T v) { return T(-v); }
+template <class T> NX_KERN_FN T neg(T v) { return T(wrap_t<T>(0) - wrap_t<T>(v)); }
+NX_KERN_FN float neg(float v) { return -v; }  // -0.0f, where 0 - 0.0f would give +0
+NX_KERN_FN double neg(double v) { return -v; }
 template <class T> NX_KERN_FN T relu(T v) { return v > T(0) ? v : (v != v ? v : T(0)); }
 template <class T> NX_KERN_FN T sign(T v) { return T((v > T(0)) - (v < T(0))); }
 
+// Integer power by squaring, wrapping on overflow as numpy and torch do (in unsigned arithmetic,
+// so no signed overflow); exact, where a float pow rounds (CUDA's pow(double) is not correctly
+// rounded: 3**2 could truncate to 8). The front end refuses negative integer exponents; here they
+// give C's truncation of 1 / x**-y.
+template <class T> NX_KERN_FN T ipow(T x, T y) {
+  if (y < T(1) && y != T(0)) return x == T(1) ? T(1) : (x == T(-1) ? T((y & T(1)) ? -1 : 1) : T(0));
+  unsigned long long base = (unsigned long long)x, r = 1;
+  for (unsigned long long e = (unsigned long long)y; e != 0; e >>= 1) {
+    if (e & 1) r *= base;
+    base *= base;
+  }
+  return T(r);
+}
+NX_KERN_FN bool ipow(bool x, bool y) { return x || !y; }
+
 // ---- binary (bool add/mul are or/and, as in eager) ----------------------------------------
-template <class T> NX_KERN_FN T add(T x, T y) { return T(x + y); }
+template <class T> NX_KERN_FN T add(T x, T y) { return T(wrap_t<T>(x) + wrap_t<T>(y)); }
 NX_KERN_FN bool add(bool x, bool y) { return x || y; }
-template <class T> NX_KERN_FN T mul(T x, T y) { return T(x * y); }
+template <class T> NX_KERN_FN T mul(T x, T y) { return T(wrap_t<T>(x) * wrap_t<T>(y)); }
 NX_KERN_FN bool mul(bool x, bool y) { return x && y; }
-template <class T> NX_KERN_FN T sub(T x, T y) { return T(x - y); }
+template <class T> NX_KERN_FN T sub(T x, T y) { return T(wrap_t<T>(x) - wrap_t<T>(y)); }
 template <class T> NX_KERN_FN T div(T x, T y) { return x / y; }
 template <class T> NX_KERN_FN T maximum(T x, T y) { return (x != x || x > y) ? x : y; }
 template <class T> NX_KERN_FN T minimum(T x, T y) { return (x != x || x < y) ? x : y; }
@@ -47,13 +88,9 @@ template <class T> NX_KERN_FN T where(bool c, T x, T y) { return c ? x : y; }
 // torch. The quotient rounds toward -inf; the remainder is x - q*y and takes the divisor's sign.
 // Integers: x // 0 and x % 0 give 0 here (the eager front end raises ZeroDivisionError before);
 // INT_MIN // -1 wraps to INT_MIN, as numpy. Floats: x // 0 is x / 0 (inf or nan), x % 0 is nan.
-NX_KERN_FN int32_t neg_wrap(int32_t x) {
-  return (int32_t)(0u - (uint32_t)x);
-}
-NX_KERN_FN int64_t neg_wrap(int64_t x) { return (int64_t)(0ull - (unsigned long long)x); }
 template <class T> NX_KERN_FN T floor_divide_int(T x, T y) {
   if (y == T(0)) return T(0);
-  if (y == T(-1)) return neg_wrap(x);
+  if (y == T(-1)) return neg(x);
   const T q = T(x / y);
   return (T(x % y) != T(0) && ((x < T(0)) != (y < T(0)))) ? T(q - T(1)) : q;
 }

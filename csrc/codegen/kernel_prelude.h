@@ -40,7 +40,7 @@ inline float round_bf16(float v) { return nexus::bf16_to_float(nexus::float_to_b
 // ---- unary (neg, relu, sign and the binary ops: kernel_ops.h) --------------------------------
 template <class T> inline T abs_(T v) {
   if constexpr (std::is_floating_point_v<T>) return std::fabs(v);
-  else return v < 0 ? T(-v) : v;
+  else return v < 0 ? neg(v) : v;  // abs(INT_MIN) wraps to INT_MIN, as numpy
 }
 inline float sqrt_(float v) { return std::sqrt(v); }
 inline double sqrt_(double v) { return std::sqrt(v); }
@@ -69,8 +69,7 @@ inline double floor_(double v) { return std::floor(v); }
 inline float copysign_(float x, float y) { return std::copysign(x, y); }
 inline double copysign_(double x, double y) { return std::copysign(x, y); }
 template <class T> inline T pow_(T x, T y) {
-  if constexpr (std::is_same_v<T, bool>) return x || !y;
-  else if constexpr (std::is_integral_v<T>) return cvt<T>(std::pow(double(x), double(y)));
+  if constexpr (std::is_integral_v<T>) return ipow(x, y);
   else return std::pow(x, y);
 }
 // Reductions run over chunks of kChunk elements (fixed, so results do not depend on threads).

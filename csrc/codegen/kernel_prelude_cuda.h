@@ -48,7 +48,7 @@ NX_KERN_FN float round_f16(float v) { return h2f(f2h(v)); }
 NX_KERN_FN float round_bf16(float v) { return b2f(f2b(v)); }
 
 // clang-format off
-template <class T> NX_KERN_FN T abs_(T v) { return v < 0 ? (T)(-v) : v; }
+template <class T> NX_KERN_FN T abs_(T v) { return v < 0 ? neg(v) : v; }  // abs(INT_MIN) = INT_MIN
 NX_KERN_FN float abs_(float v) { return fabsf(v); }    NX_KERN_FN double abs_(double v) { return fabs(v); }
 NX_KERN_FN float sqrt_(float v) { return sqrtf(v); }   NX_KERN_FN double sqrt_(double v) { return sqrt(v); }
 NX_KERN_FN float exp_(float v) { return expf(v); }     NX_KERN_FN double exp_(double v) { return exp(v); }
@@ -78,7 +78,7 @@ NX_KERN_FN float copysign_(float x, float y) { return copysignf(x, y); }
 NX_KERN_FN double copysign_(double x, double y) { return copysign(x, y); }
 NX_KERN_FN float pow_(float x, float y) { return powf(x, y); }
 NX_KERN_FN double pow_(double x, double y) { return pow(x, y); }
-template <class T> NX_KERN_FN T pow_(T x, T y) { return (T)pow((double)x, (double)y); }
+template <class T> NX_KERN_FN T pow_(T x, T y) { return ipow(x, y); }  // integers and bool
 
 }  // namespace kern
 }  // namespace nexus

@@ -16,7 +16,7 @@ constexpr int kReduceThreads = 256;
 template <class T> struct SumOp {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
   __device__ Acc init(T) const { return Acc(0); }
-  __device__ Acc operator()(Acc a, Acc b) const { return a + b; }
+  __device__ Acc operator()(Acc a, Acc b) const { return kern::add(a, b); }  // integers wrap
 };
 template <class T> struct MaxOp {
   using Acc = T;

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 import nexus as nx
@@ -27,3 +28,36 @@ def test_slicing_a_0d_tensor_natively_is_an_index_error(call):
 def test_a_step_past_the_axis_keeps_one_element_without_overflow(step):
     t = nx.arange(10)
     assert t[2:9:step].tolist() == [2] and t[::step].tolist() == [0]
+
+
+INT_LIMITS = [(nx.int32, np.int32), (nx.int64, np.int64)]
+
+
+@pytest.mark.parametrize("dtype, np_dtype", INT_LIMITS, ids=["int32", "int64"])
+def test_integer_arithmetic_at_the_limits_wraps_as_numpy(dtype, np_dtype):
+    # abs and negation of INT_MIN, and sums past INT_MAX, were signed overflow (undefined
+    # behaviour, found by UBSan); they wrap as in numpy and torch.
+    info = np.iinfo(np_dtype)
+    a = np.array([info.min, info.max, -1, 0, 7], dtype=np_dtype)
+    b = np.array([-1, 1, info.min, info.max, info.max], dtype=np_dtype)
+    ta, tb = nx.tensor(a, dtype=dtype), nx.tensor(b, dtype=dtype)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(nx.abs(ta).numpy(), np.abs(a))
+        np.testing.assert_array_equal((-ta).numpy(), -a)
+        np.testing.assert_array_equal((ta + tb).numpy(), a + b)
+        np.testing.assert_array_equal((ta - tb).numpy(), a - b)
+        np.testing.assert_array_equal((ta * tb).numpy(), a * b)
+        np.testing.assert_array_equal((ta // -1).numpy(), a // -1)
+    big = np.full((3, 5), info.max, dtype=np.int64)
+    np.testing.assert_array_equal(nx.sum(nx.tensor(big), axis=0).numpy(), big.sum(axis=0))
+    np.testing.assert_array_equal(nx.sum(nx.tensor(big), axis=1).numpy(), big.sum(axis=1))
+    assert nx.sum(nx.tensor(big)).item() == int(big.sum())
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_powers_are_exact_and_wrap_as_numpy(dtype):
+    # Integer pow went through a float pow (not exact where that rounds down); it is by
+    # squaring now, on the host as on a device.
+    x = np.array([3, -3, 7, 2, 160000, -1, 0, 1], dtype=dtype)
+    y = np.array([2, 3, 0, 62, 2, 7, 0, 50], dtype=dtype)
+    np.testing.assert_array_equal(nx.pow(nx.tensor(x), nx.tensor(y)).numpy(), x**y)
