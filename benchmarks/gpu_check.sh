@@ -23,11 +23,6 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader || 
 # every GPU test.
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .' || true)
 archs=${NEXUS_CUDA_ARCHS:-${cc:-75-real;80-real;86-real;89-real;90}}
-start=$(date +%s)
-"$PY" -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=build/gpu \
-  -Ccmake.define.NEXUS_CUDA=ON -Ccmake.define.NEXUS_CUDA_ARCHS="$archs" .
-echo "gpu_check: built and installed in $(( $(date +%s) - start )) s"
-"$PY" -m nexus.cli info
 # Every stage runs even when one before it fails (a GPU lease is short: one run reports all of
 # them); the script's exit status says whether any failed.
 failed=()
@@ -36,6 +31,11 @@ stage() {
   echo "gpu_check: == $name"
   if ! "$@"; then failed+=("$name"); echo "gpu_check: $name FAILED"; fi
 }
+start=$(date +%s)
+"$PY" -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=build/gpu \
+  -Ccmake.define.NEXUS_CUDA=ON -Ccmake.define.NEXUS_CUDA_ARCHS="$archs" .
+echo "gpu_check: built and installed in $(( $(date +%s) - start )) s"
+stage info "$PY" -m nexus.cli info
 # Every backend kernel against the host kernels (tests/cuda/check_backend.cpp), then the GPU tests.
 stage kernels bash -c 'cmake --build build/gpu --target nexus_cuda_check >/dev/null && build/gpu/nexus_cuda_check'
 stage tests timeout 200 "$PY" -m pytest -q --tb=short -p no:cacheprovider -o addopts="" tests/gpu tests/python/test_device.py

@@ -194,6 +194,15 @@ void bind_buffer(py::module_& m, py::class_<Tensor>& tensor) {
     check_host(t, "numpy");
     return py::array(to_numpy_dtype(t.dtype()), t.shape(), byte_strides(t), t.raw_data(), self);
   });
+  // np.asarray(t) where the buffer protocol is refused (a device tensor; a trace): without this,
+  // numpy would fall back to reading the tensor as a sequence, element by element.
+  tensor.def(
+      "__array__",
+      [](py::object self, py::object dtype, py::object /*copy*/) {
+        py::object arr = self.attr("numpy")();
+        return dtype.is_none() ? arr : arr.attr("astype")(dtype);
+      },
+      py::arg("dtype") = py::none(), py::arg("copy") = py::none());
   tensor.def(
       "__dlpack__",
       [](const Tensor& t, py::object stream, py::object max_version, py::object dl_device, py::object copy) {

@@ -214,8 +214,12 @@ void Executor::run(size_t begin, size_t end, const Schedule& s, bool training) {
       run_group(group);
       for (int m : members) release_after(i, g_.nodes()[size_t(m)], s.last);
     } else {
-      if (n.kind == OpKind::Conv2dGrad) conv2d_grad(i);
-      else forward(i, training);
+      try {
+        if (n.kind == OpKind::Conv2dGrad) conv2d_grad(i);
+        else forward(i, training);
+      } catch (const NotImplementedError& e) {  // a kernel this device lacks: say which node
+        throw NotImplementedError(str(kind_name(n.kind), " (node ", i, " of the step): ", e.what()));
+      }
       release_after(i, n, s.last);
     }
     if (after_node) after_node(i);

@@ -266,7 +266,23 @@ Tensor cross_entropy_grad(const Tensor& gy, const Tensor& x, const Tensor& label
   return cast(dx, logits_dtype);
 }
 
+// On a device: (softmax - one-hot labels) * the incoming gradient, from the primitives, as the
+// forward's composed form (ops/nn.cpp), until the device has the fused kernel of the host.
+static Tensor cross_entropy_grad_composed(const Tensor& gy, const Tensor& logits, const Tensor& labels,
+                                          ReduceOp reduction) {
+  const int64_t n = logits.shape()[0], c = logits.shape()[1];
+  const DType cdt = compute_dtype(logits.dtype());
+  Tensor classes = to_device(arange(0, double(c), 1, DType::Int64), logits.device());
+  Tensor onehot = binary(BinaryOp::Eq, ops::reshape(cast(labels, DType::Int64), {n, 1}), ops::reshape(classes, {1, c}));
+  Tensor g = cast(gy, cdt);
+  if (reduction == ReduceOp::None) g = ops::reshape(g, {n, 1});
+  if (reduction == ReduceOp::Mean) g = mul_scalar(g, 1.0 / double(std::max<int64_t>(n, 1)));
+  Tensor dx = mul(binary(BinaryOp::Sub, softmax(cast(logits, cdt), 1), cast(onehot, cdt)), g);
+  return cast(dx, logits.dtype());
+}
+
 Tensor cross_entropy_grad(const Tensor& gy, const Tensor& logits, const Tensor& labels, ReduceOp reduction) {
+  if (!logits.device().is_cpu()) return cross_entropy_grad_composed(gy, logits, labels, reduction);
   // The forward's statistics, computed again from the logits (one pass over them).
   int64_t n = logits.shape()[0], c = logits.shape()[1];
   Tensor x = contiguous(cast(logits, compute_dtype(logits.dtype())));
