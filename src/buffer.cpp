@@ -163,9 +163,19 @@ Tensor from_numpy(py::array a) {
   return Tensor::view_of(storage, 0, shape, strides, dt);
 }
 
+// Strides in bytes. A stride past int64 in bytes addresses nothing: it belongs to an axis of
+// extent 1 (a slice with a huge step) or to an empty tensor (a dim of 2^62 beside a 0), so it is
+// 0 there (numpy then judges the shape).
 std::vector<py::ssize_t> byte_strides(const Tensor& t) {
   std::vector<py::ssize_t> s;
-  for (int64_t v : t.strides()) s.push_back(v * itemsize(t.dtype()));
+  for (int64_t d = 0; d < t.ndim(); ++d) {
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(t.strides()[size_t(d)], itemsize(t.dtype()), &bytes)) {
+      NX_ASSERT(t.numel() == 0 || t.dim(d) == 1, "byte stride overflow in a tensor of shape ", shape_str(t.shape()));
+      bytes = 0;
+    }
+    s.push_back(bytes);
+  }
   return s;
 }
 

@@ -67,12 +67,16 @@ def load(path, device=None):
         raise ValueError(f"{path}: not a valid Nexus checkpoint (corrupt or truncated file: {e})") from None
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: not a Nexus checkpoint (format {meta.get('format')!r}, expected {FORMAT!r})")
-    opt_meta = json.loads(meta["optimizer"])
+    # What the metadata describes (graph, loss, optimizer) is rebuilt through the public API;
+    # any error there means a damaged file, whatever its type, so it is a ValueError naming it.
     try:
+        opt_meta = json.loads(meta["optimizer"])
         builder = GraphBuilder.from_spec(json.loads(meta["graph"]))
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
-    model = builder.compile(loss=meta["loss"], optimizer=from_config(opt_meta["config"]))
+        model = builder.compile(loss=meta["loss"], optimizer=from_config(opt_meta["config"]))
+        step = int(opt_meta["step"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: the checkpoint's description of its model is damaged "
+                         f"({type(e).__name__}: {e})") from None
     for kind, targets in (("param", model.params), ("buffer", model.buffers)):
         for name, target in targets.items():
             key = f"{kind}/{name}"
@@ -81,7 +85,7 @@ def load(path, device=None):
                                  "match its own graph description")
             target.numpy()[...] = tensors[key]
     model.optimizer.load_state_dict({
-        "type": opt_meta["config"]["class"], "step": opt_meta["step"],
+        "type": opt_meta["config"]["class"], "step": step,
         "param_steps": tensors.get("optim_param_steps", np.zeros(0, np.int64)),
         "state": {k[len("optim/"):]: v for k, v in tensors.items() if k.startswith("optim/")}})
     return model if device is None else model.to(device)

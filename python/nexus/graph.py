@@ -17,6 +17,7 @@ import functools
 import inspect
 import math
 import numbers
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -515,13 +516,19 @@ class GraphBuilder:
             return out
         return self._node(_K.unary, [x], name, unary=_UNARY[a])
 
-    def _init(self, fan_in: int, fan_out: int, shape, activation: str) -> np.ndarray:
+    def _init(self, layer: str, fan_in: int, fan_out: int, shape, activation: str) -> np.ndarray:
         # He-uniform before ReLU/GELU, Glorot-uniform otherwise (Keras' default).
+        too_big = f"layer '{layer}': a weight of shape {tuple(shape)} cannot be allocated"
+        if math.prod(shape) * 8 > sys.maxsize:  # numpy would say "array is too big" (a ValueError)
+            raise MemoryError(f"{too_big}: more bytes than one allocation can address")
         if activation in ("relu", "gelu"):
             limit = math.sqrt(6.0 / fan_in)
         else:
             limit = math.sqrt(6.0 / (fan_in + fan_out))
-        return self._rng.uniform(-limit, limit, size=shape)
+        try:
+            return self._rng.uniform(-limit, limit, size=shape)
+        except MemoryError as e:
+            raise MemoryError(f"{too_big} ({e})") from None
 
     def _spec_ref(self, e) -> int:
         """An entry's ``ref``: a value already in the graph (a spec read from a file may say anything)."""
@@ -547,7 +554,7 @@ class GraphBuilder:
             raise ValueError(f"layer '{name}' (dense): expects (batch, features) input, got shape {shape}; "
                              "add flatten() first")
         fan_in, units = shape[1], e["units"]
-        w = self._param(name, "weight", self._init(fan_in, units, (fan_in, units), e["activation"]))
+        w = self._param(name, "weight", self._init(name, fan_in, units, (fan_in, units), e["activation"]))
         b = self._param(name, "bias", np.zeros(units))
         y = self._node(_K.matmul, [x, w], name)
         y = self._node(_K.binary, [y, b], name, binary=_B.add)
@@ -572,7 +579,7 @@ class GraphBuilder:
         else:
             raise ValueError(f"layer '{name}' (conv2d): padding must be 'valid', 'same' or an int, got {pad!r}")
         k = e["filters"]
-        w = self._param(name, "weight", self._init(c * kh * kw, k * kh * kw, (k, c, kh, kw), e["activation"]))
+        w = self._param(name, "weight", self._init(name, c * kh * kw, k * kh * kw, (k, c, kh, kw), e["activation"]))
         b = self._param(name, "bias", np.zeros(k))
         y = self._node(_K.conv2d, [x, w, b], name, ints=[sh, sw, ph, pw])
         return self._act(y, e["activation"], name)

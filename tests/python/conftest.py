@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from fuzz_child import Worker
 
 
 @pytest.fixture
@@ -29,3 +30,11 @@ def torch():
     except ImportError as e:
         pytest.fail(f"torch is not installed ({e}); it is in the test extra: pip install -e '.[test]'")
     return torch
+
+
+@pytest.fixture(scope="module")
+def fuzz_child():
+    """The fuzzers' child process (fuzz_child.Worker), one per test module."""
+    w = Worker()
+    yield w
+    w.close()

@@ -1,11 +1,15 @@
-"""The child process of test_fuzz_api.py: reads one call per line (JSON) on stdin, runs it on
-nexus (and on numpy where numpy has the same op), and writes one JSON line back: the outcome
-and, when both ran, whether they agree. A crash of nexus ends this process; the parent sees
-the closed pipe and reports the call that did it."""
+"""The child process of the fuzzers (fuzz_child.py): reads one call per line (JSON) on stdin,
+runs it on nexus, and writes one JSON line back with the outcome. A tensor call (test_fuzz_api.py)
+also runs on numpy where numpy has the same op, and the results must agree; a model call
+(test_fuzz_models.py) builds, trains, saves and reloads a model, then loads mutated copies of its
+checkpoint. A crash of nexus ends this process; the parent sees the closed pipe and reports the
+call that did it."""
 
 import json
 import math
+import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -39,6 +43,8 @@ def make(spec, rng):
 # Results between this many elements and what no allocation can hold are real allocations of
 # gigabytes: the fuzzer skips them (they test the machine's memory, not Nexus's checks).
 LARGE, IMPOSSIBLE = 1 << 24, 1 << 61
+# The exceptions the API documents for bad input (fuzz_child.ALLOWED names them).
+DOCUMENTED = (ValueError, TypeError, IndexError, MemoryError, OverflowError, ZeroDivisionError)
 
 
 def result_size(op, a):
@@ -104,7 +110,7 @@ def run(call, rng):
     try:
         out = ours()
         got = out.numpy() if out.dtype.name != "bfloat16" else None
-    except (ValueError, TypeError, IndexError, MemoryError, OverflowError, ZeroDivisionError) as e:
+    except DOCUMENTED as e:
         return {"outcome": type(e).__name__, "message": str(e)[:200]}
     if ref is None or op not in EXACT or got.size > 1 << 20:  # a huge broadcast view: not compared
         return {"outcome": "ok"}
@@ -119,12 +125,90 @@ def run(call, rng):
     return {"outcome": "ok"}
 
 
+def build(c):
+    """The call's GraphBuilder model, compiled (each layer's arguments as drawn)."""
+    g = nx.GraphBuilder(seed=c["seed"]).input("x", nx.Shape(1, *c["sample"]))
+    for spec in c["layers"]:
+        getattr(g, spec["layer"])(**spec["args"])
+    o = c["optimizer"]
+    if o["kind"] == "sgd":
+        opt = nx.optim.SGD(lr=o["lr"], momentum=o["momentum"], weight_decay=o["weight_decay"],
+                           clip_norm=o["clip_norm"])
+    else:
+        cls = nx.optim.Adam if o["kind"] == "adam" else nx.optim.AdamW
+        opt = cls(lr=o["lr"], weight_decay=o["weight_decay"], clip_norm=o["clip_norm"])
+    return g.compile(optimizer=opt, fusion=c["fusion"])
+
+
+def batch(c, rng):
+    """Features of the model's sample shape (or a wrong one, as drawn) and labels."""
+    shape = [c["batch"], *c["sample"]]
+    if c["shape_error"] == "extra":
+        shape.append(2)
+    elif c["shape_error"] == "short" and len(shape) > 1:
+        shape.pop()
+    elif c["shape_error"] == "transposed":
+        shape = shape[:1] + shape[1:][::-1]
+    if any(d < 0 for d in shape) or int(np.prod(shape, dtype=object)) > LARGE:
+        shape = [c["batch"], 3]  # a sample no allocation holds: the builder refused it already
+    x = rng.standard_normal(shape).astype(np.float32)
+    classes = max(1, min(4, c["classes"]))
+    y = {"valid": rng.integers(0, classes, c["batch"]), "negative": -rng.integers(1, 5, c["batch"]),
+         "too_large": rng.integers(10**6, 10**7, c["batch"]),
+         "float": rng.random(c["batch"])}[c["labels"]]
+    return x, y
+
+
+def mutate(data: bytes, how: str, where: float) -> bytes:
+    """A damaged copy of a checkpoint file: truncated, one bit flipped, the safetensors header
+    length overwritten, or a byte of the JSON metadata changed."""
+    at = min(len(data) - 1, int(where * len(data)))
+    if how == "truncate":
+        return data[:at]
+    if how == "flip":
+        return data[:at] + bytes([data[at] ^ (1 << (at % 8))]) + data[at + 1:]
+    if how == "header":  # the first 8 bytes: the header's length, little-endian
+        return min(2**64 - 1, int(where * 2**64)).to_bytes(8, "little") + data[8:]
+    header_end = 8 + int.from_bytes(data[:8], "little")
+    at = 8 + int(where * (header_end - 9))
+    return data[:at] + b"}" + data[at + 1:]
+
+
+def run_model(c, rng):
+    """Builds, trains two steps, predicts, saves and reloads the model, then loads a damaged copy
+    of its checkpoint. The first documented exception ends the call (its name is the outcome)."""
+    stage = "build"
+    try:
+        model = build(c)
+        stage = "train"
+        x, y = batch(c, rng)
+        for _ in range(2):
+            model.train_step(x, y)
+        before = model.predict(x)
+        with tempfile.TemporaryDirectory() as d:
+            stage = "checkpoint"
+            path = os.path.join(d, "m.nexus")
+            model.save(path)
+            after = nx.load(path).predict(x)
+            if not np.array_equal(before, after, equal_nan=True):
+                return {"outcome": "mismatch", "message": "the reloaded model predicts differently"}
+            with open(path, "rb") as f:
+                data = f.read()
+            with open(path, "wb") as f:
+                f.write(mutate(data, c["mutation"], c["where"]))
+            stage = "damaged checkpoint"
+            nx.load(path).predict(x)
+    except DOCUMENTED as e:
+        return {"outcome": type(e).__name__, "message": str(e)[:200], "stage": stage}
+    return {"outcome": "ok", "stage": stage}
+
+
 def main():
     rng = np.random.default_rng(0)
     for line in sys.stdin:
         call = json.loads(line)
         try:
-            result = run(call, rng)
+            result = run_model(call, rng) if call.get("kind") == "model" else run(call, rng)
         except Exception as e:  # noqa: BLE001 - any other exception is a finding: report it
             result = {"outcome": "unexpected", "message": f"{type(e).__name__}: {e}"[:300]}
         sys.stdout.write(json.dumps(result) + "\n")

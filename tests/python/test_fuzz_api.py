@@ -7,19 +7,10 @@ The bounded run here is fixed (derandomized) so CI is reproducible; a longer run
 ``NEXUS_FUZZ_EXAMPLES=20000 python -m pytest tests/python/test_fuzz_api.py``."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
+from fuzz_child import ALLOWED, EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-EXAMPLES = int(os.environ.get("NEXUS_FUZZ_EXAMPLES", "400"))
-WORKER = Path(__file__).with_name("fuzz_worker.py")
-ALLOWED = {"ok", "skipped", "ValueError", "TypeError", "IndexError", "MemoryError", "OverflowError",
-           "ZeroDivisionError"}
 
 # Integers a user's own code may compute: edges of int32/int64, zero, negatives, small ones.
 EDGE_INTS = [-2**63, -2**31 - 1, -7, -1, 0, 1, 2, 3, 5, 2**31, 2**50, 2**62, 2**63 - 1]
@@ -76,50 +67,9 @@ def call(draw):
     return {"op": op, "tensors": tensors, "args": args}
 
 
-class Worker:
-    """The child process the calls run in, started again after a crash."""
-
-    def __init__(self):
-        self.proc = None
-
-    def run(self, c: dict) -> dict:
-        if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, text=True)
-        try:
-            self.proc.stdin.write(json.dumps(c) + "\n")
-            self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
-        except BrokenPipeError:
-            line = ""
-        if not line:
-            code = self.proc.wait()
-            self.close()
-            return {"outcome": "crash", "message": f"the child exited with status {code}"}
-        return json.loads(line)
-
-    def close(self):
-        if self.proc is None:
-            return
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try:
-                pipe.close()
-            except BrokenPipeError:  # the child is gone: nothing left to flush
-                pass
-        self.proc.wait()
-        self.proc = None
-
-
-@pytest.fixture(scope="module")
-def worker():
-    w = Worker()
-    yield w
-    w.close()
-
-
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(c=call())
-def test_any_call_returns_or_raises_a_documented_exception(worker, c):
-    result = worker.run(c)
+def test_any_call_returns_or_raises_a_documented_exception(fuzz_child, c):
+    result = fuzz_child.run(c)
     assert result["outcome"] in ALLOWED, f"{result['outcome']}: {result.get('message')}\ncall: {json.dumps(c)}"

@@ -61,3 +61,21 @@ def test_integer_powers_are_exact_and_wrap_as_numpy(dtype):
     x = np.array([3, -3, 7, 2, 160000, -1, 0, 1], dtype=dtype)
     y = np.array([2, 3, 0, 62, 2, 7, 0, 50], dtype=dtype)
     np.testing.assert_array_equal(nx.pow(nx.tensor(x), nx.tensor(y)).numpy(), x**y)
+
+
+def test_an_empty_tensor_with_a_huge_dim_goes_to_numpy_without_overflow():
+    # Its byte strides (2^62 * itemsize) overflowed int64 on the way to numpy (UBSan); numpy
+    # itself refuses such a shape, with a ValueError.
+    t = nx.full([0, 2**62], 0.0)
+    assert t.numel() == 0
+    with pytest.raises(ValueError):
+        t.numpy()
+
+
+@pytest.mark.parametrize("build", [lambda g: g.input("x", nx.Shape(1, 2**50)).dense(4),
+                                   lambda g: g.input("x", nx.Shape(1, 3)).dense(2**62),
+                                   lambda g: g.input("x", nx.Shape(1, 2**40, 8, 8)).conv2d(2**40, 3)])
+def test_a_layer_no_allocation_can_hold_is_a_memory_error_naming_it(build):
+    # The model fuzzer's finding: numpy's "array is too big" ValueError came through unexplained.
+    with pytest.raises(MemoryError, match="layer '(dense|conv2d)_1': a weight of shape .* cannot be allocated"):
+        build(nx.GraphBuilder())
