@@ -35,6 +35,11 @@ start=$(date +%s)
 "$PY" -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=build/gpu \
   -Ccmake.define.NEXUS_CUDA=ON -Ccmake.define.NEXUS_CUDA_ARCHS="$archs" .
 echo "gpu_check: built and installed in $(( $(date +%s) - start )) s"
+core=$(find build/gpu -name libnexus_core.so | head -1)
+if [ -n "$core" ] && command -v readelf >/dev/null && ! readelf -d "$core" | grep -q 'libstdc++'; then
+  echo "gpu_check: warning: ${CXX:-c++} linked libstdc++ statically; if a stage crashes, rerun with" \
+       "CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++ (README, Troubleshooting)"
+fi
 stage info "$PY" -m nexus.cli info
 # Every backend kernel against the host kernels (tests/cuda/check_backend.cpp), then the GPU tests.
 stage kernels bash -c 'cmake --build build/gpu --target nexus_cuda_check >/dev/null && build/gpu/nexus_cuda_check'
