@@ -2,6 +2,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include "base/checked.h"
 #include "bindings.h"
 #include "ops/ops.h"
 
@@ -170,7 +171,7 @@ std::vector<py::ssize_t> byte_strides(const Tensor& t) {
   std::vector<py::ssize_t> s;
   for (int64_t d = 0; d < t.ndim(); ++d) {
     int64_t bytes = 0;
-    if (__builtin_mul_overflow(t.strides()[size_t(d)], itemsize(t.dtype()), &bytes)) {
+    if (!checked_mul(t.strides()[size_t(d)], itemsize(t.dtype()), &bytes)) {
       NX_ASSERT(t.numel() == 0 || t.dim(d) == 1, "byte stride overflow in a tensor of shape ", shape_str(t.shape()));
       bytes = 0;
     }

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 
+#include "base/checked.h"
 #include "base/error.h"
 #include "data/source.h"
 
@@ -43,16 +44,15 @@ IdxArray parse_idx(const char* data, size_t size) {
   NX_CHECK(size >= 4 + 4 * ndim, "read_idx: the file ends inside the header (", size, " bytes)");
   IdxArray out;
   out.dtype = type->dtype;
-  uint64_t count = 1;
+  int64_t count = 1;
   for (size_t d = 0; d < ndim; ++d) {
     size_t o = 4 + 4 * d;
-    uint64_t n = (uint64_t(u8(o)) << 24) | (u8(o + 1) << 16) | (u8(o + 2) << 8) | u8(o + 3);
-    out.shape.push_back(int64_t(n));
-    NX_CHECK(!__builtin_mul_overflow(count, n, &count) && count < (uint64_t(1) << 48),
-             "read_idx: the header's sizes overflow");
+    const int64_t n = (int64_t(u8(o)) << 24) | (u8(o + 1) << 16) | (u8(o + 2) << 8) | u8(o + 3);
+    out.shape.push_back(n);
+    NX_CHECK(checked_mul(count, n, &count) && count < (int64_t(1) << 48), "read_idx: the header's sizes overflow");
   }
   size_t header = 4 + 4 * ndim;
-  uint64_t expect = header + count * type->size;
+  uint64_t expect = header + uint64_t(count) * type->size;
   NX_CHECK(size == expect, "read_idx: the header says ", count, " values of ", type->dtype, " (", expect,
            " bytes in all) but the data has ", size, " bytes");
   out.values = Buffer::allocate(size - header);

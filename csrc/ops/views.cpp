@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/checked.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
 #include "ops/derivatives.h"
@@ -130,7 +131,7 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t
   Strides st = x.strides();
   shape[axis] = (stop - start) / step + ((stop - start) % step != 0);  // ceil, without step - 1 overflowing
   // A step past the axis keeps at most one element, whose stride is never walked.
-  if (__builtin_mul_overflow(st[axis], step, &st[axis])) st[axis] = x.strides()[axis];
+  if (!checked_mul(st[axis], step, &st[axis])) st[axis] = x.strides()[axis];
   Tensor out = make_view(x, x.offset() + start * x.strides()[axis], shape, st);
   return autograd::record("slice", out, {x}, grad::slice(x.shape(), axis, start, step));
 }

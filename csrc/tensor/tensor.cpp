@@ -1,5 +1,6 @@
 #include "tensor/tensor.h"
 
+#include "base/checked.h"
 #include "device/backend.h"
 #include "tensor/allocator.h"
 
@@ -15,14 +16,13 @@ int64_t numel(const Shape& shape) {
   for (int64_t d : shape)
     if (d == 0) return 0;  // an empty tensor, however large its other dims
   for (int64_t d : shape)
-    if (__builtin_mul_overflow(n, d, &n))
-      throw MemoryError(str("shape ", shape_str(shape), " has more than 2^63 elements"));
+    if (!checked_mul(n, d, &n)) throw MemoryError(str("shape ", shape_str(shape), " has more than 2^63 elements"));
   return n;
 }
 
 size_t checked_bytes(const Shape& shape, int64_t itemsize, const char* what) {
   int64_t bytes = 0;
-  if (__builtin_mul_overflow(numel(shape), itemsize, &bytes) || bytes > PTRDIFF_MAX)
+  if (!checked_mul(numel(shape), itemsize, &bytes) || bytes > PTRDIFF_MAX)
     throw MemoryError(str(what, ": shape ", shape_str(shape), " needs more than 2^63 bytes"));
   return size_t(bytes);
 }
@@ -34,7 +34,7 @@ Strides contiguous_strides(const Shape& shape) {
     s[i] = acc;
     // Only an empty tensor's other dims can multiply past int64 (numel checks the rest): its
     // strides are never walked, so 0 serves.
-    if (__builtin_mul_overflow(acc, std::max<int64_t>(shape[i], 1), &acc)) acc = 0;
+    if (!checked_mul(acc, std::max<int64_t>(shape[i], 1), &acc)) acc = 0;
   }
   return s;
 }

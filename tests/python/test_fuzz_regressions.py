@@ -79,3 +79,10 @@ def test_a_layer_no_allocation_can_hold_is_a_memory_error_naming_it(build):
     # The model fuzzer's finding: numpy's "array is too big" ValueError came through unexplained.
     with pytest.raises(MemoryError, match="layer '(dense|conv2d)_1': a weight of shape .* cannot be allocated"):
         build(nx.GraphBuilder())
+
+
+@pytest.mark.parametrize("padding", [2**62, 2**63 - 1])
+def test_a_padding_past_int64_is_a_value_error_not_a_wrapped_size(padding):
+    # h + 2 * padding overflowed (undefined behaviour) and the message showed a negative size.
+    with pytest.raises(ValueError, match=f"conv2d: padding {padding} is too large"):
+        nx.conv2d(nx.ones((1, 1, 3, 3)), nx.ones((1, 1, 3, 3)), padding=padding)

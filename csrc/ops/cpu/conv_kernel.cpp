@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/checked.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "ops/blas.h"
@@ -297,6 +298,14 @@ template <class T> void window_max(const T* plane, int64_t width, const Window& 
 
 // ---- validation ---------------------------------------------------------------------------------
 
+// h + 2 * pad, the padded extent; ValueError when it passes int64 (a huge padding).
+static int64_t padded(int64_t h, int64_t pad, const char* op) {
+  int64_t twice = 0, out = 0;
+  NX_CHECK(checked_mul(pad, 2, &twice) && checked_add(h, twice, &out), op, ": padding ", pad,
+           " is too large (the padded input passes 2^63)");
+  return out;
+}
+
 void check_conv2d(const Conv2dGeometry& g, const char* op) {
   NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
   NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0 && g.k > 0 && g.kh > 0 && g.kw > 0, op,
@@ -304,9 +313,9 @@ void check_conv2d(const Conv2dGeometry& g, const char* op) {
            g.c, ", ", g.kh, ", ", g.kw, ")");
   NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ", pair_str(g.stride_h, g.stride_w));
   NX_CHECK(g.pad_h >= 0 && g.pad_w >= 0, op, ": padding must be non-negative, got ", pair_str(g.pad_h, g.pad_w));
-  NX_CHECK(g.kh <= g.h + 2 * g.pad_h && g.kw <= g.w + 2 * g.pad_w, op, ": kernel ", g.kh, "x", g.kw,
-           " is larger than the padded input ", g.h + 2 * g.pad_h, "x", g.w + 2 * g.pad_w, " (padding ",
-           pair_str(g.pad_h, g.pad_w), "); valid: kernel <= input + 2*padding");
+  const int64_t ph = padded(g.h, g.pad_h, op), pw = padded(g.w, g.pad_w, op);
+  NX_CHECK(g.kh <= ph && g.kw <= pw, op, ": kernel ", g.kh, "x", g.kw, " is larger than the padded input ", ph, "x", pw,
+           " (padding ", pair_str(g.pad_h, g.pad_w), "); valid: kernel <= input + 2*padding");
 }
 
 void check_pool2d(const Pool2dGeometry& g, const char* op) {
@@ -316,11 +325,11 @@ void check_pool2d(const Pool2dGeometry& g, const char* op) {
   NX_CHECK(g.kh > 0 && g.kw > 0, op, ": kernel size must be positive, got ", g.kh, "x", g.kw);
   NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ", pair_str(g.stride_h, g.stride_w));
   NX_CHECK(g.pad >= 0, op, ": padding must be non-negative, got ", g.pad);
-  NX_CHECK(2 * g.pad <= g.kh && 2 * g.pad <= g.kw, op, ": padding ", g.pad, " is more than half the kernel ", g.kh, "x",
+  NX_CHECK(g.pad <= g.kh / 2 && g.pad <= g.kw / 2, op, ": padding ", g.pad, " is more than half the kernel ", g.kh, "x",
            g.kw, "; valid: padding <= kernel / 2 = ", std::min(g.kh, g.kw) / 2);
-  NX_CHECK(g.kh <= g.h + 2 * g.pad && g.kw <= g.w + 2 * g.pad, op, ": kernel ", g.kh, "x", g.kw,
-           " is larger than the padded input ", g.h + 2 * g.pad, "x", g.w + 2 * g.pad, " (padding ", g.pad,
-           "); valid: kernel <= input + 2*padding");
+  const int64_t ph = padded(g.h, g.pad, op), pw = padded(g.w, g.pad, op);
+  NX_CHECK(g.kh <= ph && g.kw <= pw, op, ": kernel ", g.kh, "x", g.kw, " is larger than the padded input ", ph, "x", pw,
+           " (padding ", g.pad, "); valid: kernel <= input + 2*padding");
 }
 
 // ---- conv2d -------------------------------------------------------------------------------------
