@@ -44,6 +44,14 @@ def call(draw):
     if op in ("add", "sub", "mul", "maximum", "minimum"):  # one dtype: numpy's promotion differs
         dt = draw(dtype)
         tensors = [draw(tensor_spec(dtype_=st.just(dt))), draw(tensor_spec(dtype_=st.just(dt)))]
+    elif op == "conv2d" and draw(st.booleans()):  # shapes that fit, so the geometry is what is fuzzed
+        n, c = draw(st.integers(0, 3)), draw(st.integers(1, 3))
+        h, w = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+        kernel = [draw(st.integers(1, 3)), c, draw(st.integers(1, 4)), draw(st.integers(1, 4))]
+        tensors = [{"shape": [n, c, h, w], "dtype": "float32", "view": draw(view)},
+                   {"shape": kernel, "dtype": "float32", "view": None}]
+    elif op in ("max_pool2d", "avg_pool2d") and draw(st.booleans()):
+        tensors = [draw(tensor_spec(shape_=st.lists(st.integers(1, 6), min_size=4, max_size=4)))]
     elif op in ("div", "pow", "floor_divide", "remainder", "matmul", "cross_entropy", "conv2d"):
         tensors = [draw(tensor_spec()), draw(tensor_spec())]
     elif op in ("concat", "stack"):
