@@ -49,6 +49,8 @@ Source Source::map_file(const std::string& path) {
   void* p = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   int err = errno;
   ::close(fd);
+  if (p == MAP_FAILED && err == ENOMEM)  // out of address space or memory: as a failed allocation
+    throw MemoryError(str("cannot map '", path, "' (", n, " bytes): ", std::strerror(err)));
   NX_CHECK(p != MAP_FAILED, "cannot map '", path, "': ", std::strerror(err));
   ::madvise(p, n, MADV_SEQUENTIAL);
   return Source(static_cast<const char*>(p), n, true);

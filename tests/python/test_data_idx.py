@@ -2,6 +2,8 @@
 
 import gzip
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -66,3 +68,21 @@ def test_a_missing_file_raises_file_not_found_as_open_does(tmp_path, read):
     assert str(by_reader.value) == str(by_open.value)
     with pytest.raises(FileNotFoundError, match="MNIST file"):
         nx.data.load("mnist", path=missing)
+
+
+def test_a_file_there_is_no_memory_to_map_is_a_memory_error(tmp_path):
+    # The child maps a 64 MiB file with its address space limited to what it uses now plus 16
+    # MiB: mmap fails with ENOMEM, which is a MemoryError (as a failed allocation), not a crash.
+    path = tmp_path / "big.idx"
+    path.write_bytes(struct.pack(">HBBI", 0, 0x08, 1, 64 << 20) + bytes(64 << 20))
+    code = ("import resource, re\n"
+            "import nexus as nx\n"
+            "vm = int(re.search(r'VmSize:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) * 1024\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (vm + (16 << 20), resource.RLIM_INFINITY))\n"
+            "try:\n"
+            f"    nx.data.read_idx({str(path)!r})\n"
+            "except MemoryError as e:\n"
+            "    print('MemoryError', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("MemoryError cannot map") and "big.idx" in out.stdout
