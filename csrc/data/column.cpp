@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "tensor/shape.h"
 
 namespace nexus::data {
 
@@ -354,7 +355,8 @@ Table stitch(std::vector<RangeResult>& ranges, const ReadOptions& opt, int64_t l
       col.offsets.assign(size_t(rows) + 1, 0);
       if (plans[c].missing) col.valid.assign(size_t(rows), 1);
     } else {
-      col.values = Buffer::allocate(size_t(rows) * size_t(std::max<int64_t>(col.width, 1)) * dtype_size(col.dtype));
+      col.values = Buffer::allocate(
+          checked_bytes({rows, std::max<int64_t>(col.width, 1)}, int64_t(dtype_size(col.dtype)), "a column"));
     }
   }
   int64_t parts = int64_t(plans.size() * ranges.size());
