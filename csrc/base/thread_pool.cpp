@@ -187,10 +187,10 @@ int num_threads() { return pool().size(); }
 
 bool in_parallel_region() { return tls_in_pool; }
 
-void set_num_threads(int n) {
+void set_num_threads(int64_t n) {
   NX_CHECK(n >= 1 && n <= 1024, "set_num_threads: expected an integer in [1, 1024], got ", n);
-  pool().resize(n);
-  ops::blas_set_num_threads(n);
+  pool().resize(int(n));
+  ops::blas_set_num_threads(int(n));
 }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {

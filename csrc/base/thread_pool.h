@@ -9,7 +9,7 @@
 namespace nexus {
 
 int num_threads();
-void set_num_threads(int n);  // also sets the BLAS thread count
+void set_num_threads(int64_t n);  // in [1, 1024] (ValueError otherwise); also sets the BLAS thread count
 
 // Calls fn(begin, end) over disjoint ranges covering [0, n). Runs inline when n <= grain or when
 // already inside a pool worker. grain is the smallest range worth a thread (in elements).

@@ -125,6 +125,14 @@ def test_set_num_threads_round_trips(restore_threads):
         assert nx.info()["num_threads"] == n
 
 
+@pytest.mark.parametrize("n", [0, -1, 1025, 2**62, -2**63])
+def test_a_thread_count_out_of_range_is_a_value_error_naming_it(restore_threads, n):
+    before = nx.get_num_threads()
+    with pytest.raises(ValueError, match=rf"set_num_threads: expected an integer in \[1, 1024\], got {n}"):
+        nx.set_num_threads(n)
+    assert nx.get_num_threads() == before
+
+
 def test_results_do_not_depend_on_the_thread_count(restore_threads):
     nx.manual_seed(0)
     a, b = nx.randn(64, 48, dtype="float64"), nx.randn(48, 32, dtype="float64")
