@@ -67,3 +67,34 @@ def test_valid_lines_match_json_loads(rows):
     assert got == [float(w) if isinstance(w, (int, float)) and float in kinds else w
                    for w in want]
     assert np.asarray(got).shape == (len(rows),)
+
+
+IDX = bytes([0, 0, 0x08, 3]) + b"".join(d.to_bytes(4, "big") for d in (2, 3, 4)) + bytes(range(24))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_mutated_idx_files_parse_or_raise(draw):
+    # Headers that declare huge sizes (each dim up to 2^32 - 1), other types and ranks, data cut
+    # short or too long: a ValueError (or MemoryError for a size no allocation holds), never a
+    # read past the data.
+    data = bytearray(IDX)
+    for _ in range(draw.draw(st.integers(1, 3))):
+        where = draw.draw(st.sampled_from(["type", "rank", "dim"]))
+        if where == "type":
+            data[2] = draw.draw(st.sampled_from([0x08, 0x09, 0x0B, 0x0C, 0x0D, 0x0E, 0x00, 0xFF]))
+        elif where == "rank":
+            data[3] = draw.draw(st.integers(0, 255))
+        else:
+            at = 4 + 4 * draw.draw(st.integers(0, 2))
+            data[at:at + 4] = draw.draw(st.sampled_from([0, 1, 7, 2**31, 2**32 - 1])).to_bytes(4, "big")
+    end = draw.draw(st.sampled_from(["keep", "cut", "extend"]))
+    if end == "cut":
+        del data[draw.draw(st.integers(0, len(data))):]
+    elif end == "extend":
+        data += bytes(draw.draw(st.integers(1, 64)))
+    try:
+        out = nx.data.read_idx(bytes(data))
+    except (ValueError, MemoryError):
+        return
+    assert out.size * out.itemsize + 4 + 4 * out.ndim == len(data)
