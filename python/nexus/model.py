@@ -264,6 +264,29 @@ class Model:
         save(self, path)
 
     # ---- inspection ----------------------------------------------------------------------------
+    def export_onnx(self, path, opset: int = 17) -> None:
+        """Writes this model's inference graph to ``path`` as ONNX: its current weights and
+        batch-norm statistics as initializers, dropout as the identity (as torch's eval mode), the
+        batch dimension symbolic ("batch"); the input keeps its layer name, the output is
+        "output". The file passes ``onnx.checker.check_model(full_check=True)`` and is written
+        atomically.
+
+        Args:
+            path: the file to write.
+            opset: the ONNX opset, 17 to 21 (gelu is one Gelu operator from 20, decomposed before).
+
+        Raises:
+            ImportError: the ``onnx`` package is missing (``pip install 'nexus[onnx]'``).
+            ValueError: an opset out of range, or a layer with no ONNX form.
+
+        Example:
+            >>> model.export_onnx("mlp.onnx")
+            >>> onnxruntime.InferenceSession("mlp.onnx").run(None, {"features": x})
+        """
+        from .onnx import export  # noqa: PLC0415 (onnx is optional)
+
+        export(self, path, opset)
+
     def summary(self, file=None) -> str:
         """Layers, output shapes and parameter counts (printed, and returned as text)."""
         b = self.builder

@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(nx.__file__).resolve().parent
 
 # Imported only by the features that need them; a bare training run must never touch them.
-OPTIONAL = ("mpi4py", "mpich", "sklearn", "scipy", "safetensors", "tqdm", "torch")
+OPTIONAL = ("mpi4py", "mpich", "sklearn", "scipy", "safetensors", "tqdm", "torch", "onnx", "onnxruntime")
 
 BLOCKER = """
 import importlib.abc, sys
