@@ -49,15 +49,20 @@ static bool view_strides(const Tensor& x, const Shape& shape, Strides& out) {
 
 Tensor reshape(const Tensor& x, Shape shape) {
   int64_t known = 1, infer = -1;
+  const bool empty = std::count(shape.begin(), shape.end(), 0) > 0;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       NX_CHECK(infer < 0, "reshape: only one dimension can be -1, got ", shape_str(shape));
       infer = int64_t(i);
     } else {
       NX_CHECK(shape[i] >= 0, "reshape: invalid dimension ", shape[i], " in ", shape_str(shape));
-      known *= shape[i];
+      // Past int64, the dims count more elements than any tensor has (a 0 among them: none).
+      NX_CHECK(empty || checked_mul(known, shape[i], &known), "reshape: cannot reshape a tensor of shape ",
+               shape_str(x.shape()), " (", x.numel(), " elements) into ", shape_str(shape),
+               ": its dimensions multiply past 2^63");
     }
   }
+  if (empty) known = 0;
   if (infer >= 0) {
     NX_CHECK(known != 0 && x.numel() % known == 0, "reshape: cannot reshape a tensor of shape ", shape_str(x.shape()),
              " into ", shape_str(shape));

@@ -86,3 +86,11 @@ def test_a_padding_past_int64_is_a_value_error_not_a_wrapped_size(padding):
     # h + 2 * padding overflowed (undefined behaviour) and the message showed a negative size.
     with pytest.raises(ValueError, match=f"conv2d: padding {padding} is too large"):
         nx.conv2d(nx.ones((1, 1, 3, 3)), nx.ones((1, 1, 3, 3)), padding=padding)
+
+
+@pytest.mark.parametrize("shape", [(2, 2**62), (2**50, 2**50), (-1, 2**62, 4)])
+def test_a_reshape_to_dims_multiplying_past_int64_is_a_value_error(shape):
+    # The product of the target dims overflowed (UBSan) before it was compared with numel.
+    with pytest.raises(ValueError, match="reshape: cannot reshape"):
+        nx.ones(5).reshape(*shape)
+    assert nx.ones(0).reshape(0, 2**62, 2**62).shape == (0, 2**62, 2**62)
