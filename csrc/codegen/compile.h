@@ -12,6 +12,7 @@ struct Compiler {
   std::vector<std::string> command;  // $CXX (split on spaces) or c++, resolved on PATH
   std::string identity;              // the full `--version` output (part of every key)
   std::string flags;                 // NEXUS_JIT_CXXFLAGS
+  std::string target;                // the macros the flags predefine here (the resolved -march)
   std::string describe() const;      // "/usr/bin/c++ (c++ (Debian 12.2.0) 12.2.0)" or why not found
   std::string why_not;               // when !found
 };

@@ -70,6 +70,13 @@ Compiler find_compiler(const std::string& cxx) {
   }
   c.identity = out;
   c.found = true;
+  // What the flags resolve to on this machine: the macros the compiler predefines with them
+  // (__AVX2__, __AVX512F__, ... from -march=native). Nodes of different CPUs sharing one cache
+  // directory then key their kernels apart, though their compiler and flags read the same.
+  std::string probe = command_line(c);
+  for (const std::string& w : split_flags(c.flags)) probe += " " + shell_quote(w);
+  auto [probe_status, macros] = run(probe + " -std=c++20 -dM -E -x c++ /dev/null");
+  c.target = probe_status == 0 ? macros : "";
   return c;
 }
 

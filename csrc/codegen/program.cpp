@@ -262,7 +262,8 @@ Program::Program(FusedKernel k) : kernel_(std::move(k)) {
 std::string Program::key(const std::vector<Access>& access) const {
   const Compiler& c = host_compiler();
   Hasher h;
-  h.add(kernel_.structure()).add(c.identity).add(full_flags(c)).add(NEXUS_VERSION).add(renderer_fingerprint());
+  h.add(kernel_.structure()).add(c.identity).add(full_flags(c)).add(c.target).add(NEXUS_VERSION);
+  h.add(renderer_fingerprint());
   for (Access a : access) h.add(access_name(a));
   return h.hex();
 }

@@ -49,6 +49,26 @@ def test_warm_cache_compiles_nothing(private_kernel_cache):
     assert warm["ok"] and warm["compiles"] == 0 and warm["cache_hits"] == 1
 
 
+def test_nodes_whose_flags_resolve_to_other_cpus_keep_apart_in_one_cache(private_kernel_cache, tmp_path):
+    # Two "nodes" share a cache directory, a compiler and NEXUS_JIT_CXXFLAGS, but their CPUs
+    # differ: here a wrapper compiler that, on the second node, compiles as for a CPU without
+    # AVX2 (as -march=native would on an older machine). Each builds its own kernel; neither
+    # loads the other's, and each finds its own on the next run.
+    real = os.environ.get("CXX", "c++")
+    wrapper = tmp_path / "cxx"
+    wrapper.write_text(f'#!/bin/sh\nexec {real} "$@" $NODE_FLAGS\n')
+    wrapper.chmod(0o755)
+    nodes = {"new": {"CXX": str(wrapper), "NODE_FLAGS": ""},
+             "old": {"CXX": str(wrapper), "NODE_FLAGS": "-mno-avx2 -mno-avx512f"}}
+    for name, env in nodes.items():
+        cold = run(private_kernel_cache, **env)
+        assert cold["ok"] and cold["compiles"] == 1 and cold["cache_hits"] == 0, name
+    assert len(list((private_kernel_cache / "kernels").glob("*.so"))) == 2
+    for name, env in nodes.items():
+        warm = run(private_kernel_cache, **env)
+        assert warm["ok"] and warm["compiles"] == 0 and warm["cache_hits"] == 1, name
+
+
 def test_cache_files_are_private(private_kernel_cache):
     run(private_kernel_cache)
     kernels = private_kernel_cache / "kernels"
