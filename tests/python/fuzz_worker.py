@@ -12,6 +12,7 @@ import sys
 import tempfile
 
 import numpy as np
+from fuzz_child import DOCUMENTED
 
 import nexus as nx
 
@@ -43,8 +44,6 @@ def make(spec, rng):
 # Results between this many elements and what no allocation can hold are real allocations of
 # gigabytes: the fuzzer skips them (they test the machine's memory, not Nexus's checks).
 LARGE, IMPOSSIBLE = 1 << 24, 1 << 61
-# The exceptions the API documents for bad input (fuzz_child.ALLOWED names them).
-DOCUMENTED = (ValueError, TypeError, IndexError, MemoryError, OverflowError, ZeroDivisionError)
 
 
 def result_size(op, a):

@@ -24,7 +24,7 @@ FAST_PATHS = [
     ("csrc/ops/cpu/elementwise_kernel.cpp", "for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);"),
     ("csrc/ops/cpu/elementwise_kernel.cpp", "for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);"),
     ("csrc/ops/cpu/reduce_kernel.cpp", "for (; i + kLanes <= n; i += kLanes)"),  # sum, max, min lanes
-    ("csrc/ops/cpu/reduce_kernel.cpp", "for (int64_t j = 0; j < nj; ++j) acc[j] = sum_add(acc[j], Acc(row[j]));"),
+    ("csrc/ops/cpu/reduce_kernel.cpp", "for (int64_t j = 0; j < nj; ++j) acc[j] = kern::add(acc[j], Acc(row[j]));"),
 ]
 
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "codegen/kernel_ops.h"  // kern::add: integer sums wrap as numpy's, without UB
 
 namespace nexus::ops::cpu {
 namespace {
@@ -16,17 +17,6 @@ constexpr int64_t kLanes = 16;
 constexpr int64_t kBlock = 1 << 14;
 
 template <class T> using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-
-// a + b; integer sums wrap on overflow as numpy's, added in the unsigned type (where wrapping is
-// defined behaviour).
-template <class A> inline A sum_add(A a, A b) {
-  if constexpr (std::is_integral_v<A> && std::is_signed_v<A>) {
-    using U = std::make_unsigned_t<A>;
-    return A(U(a) + U(b));
-  } else {
-    return A(a + b);
-  }
-}
 
 template <class T> SumAcc<T> sum_block(const T* x, int64_t n) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -40,7 +30,7 @@ template <class T> SumAcc<T> sum_block(const T* x, int64_t n) {
     return acc;
   } else {
     int64_t acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc = sum_add(acc, int64_t(x[i]));
+    for (int64_t i = 0; i < n; ++i) acc = kern::add(acc, int64_t(x[i]));
     return acc;
   }
 }
@@ -73,7 +63,7 @@ template <class T> T extremum_block(ReduceOp op, const T* x, int64_t n) {
 template <class T, class R> R reduce_row(ReduceOp op, const T* x, int64_t n) {
   if (op != ReduceOp::Sum) return R(extremum_block(op, x, n));
   SumAcc<T> acc = 0;
-  for (int64_t b = 0; b < n; b += kBlock) acc = sum_add(acc, sum_block(x + b, std::min(kBlock, n - b)));
+  for (int64_t b = 0; b < n; b += kBlock) acc = kern::add(acc, sum_block(x + b, std::min(kBlock, n - b)));
   return R(acc);
 }
 
@@ -91,7 +81,7 @@ template <class T, class R> void reduce_rows(ReduceOp op, R* out, const T* x, in
     });
     if (op == ReduceOp::Sum) {
       SumAcc<T> acc = 0;
-      for (auto v : sums) acc = sum_add(acc, v);
+      for (auto v : sums) acc = kern::add(acc, v);
       out[0] = R(acc);
     } else {
       out[0] = R(extremum_block(op, ext.get(), nblocks));
@@ -119,7 +109,7 @@ template <class T, class R> void reduce_middle(ReduceOp op, R* out, const T* x, 
       for (int64_t r = 1; r < Rn; ++r) {
         const T* row = base + r * B;
         if (op == ReduceOp::Sum) {
-          for (int64_t j = 0; j < nj; ++j) acc[j] = sum_add(acc[j], Acc(row[j]));
+          for (int64_t j = 0; j < nj; ++j) acc[j] = kern::add(acc[j], Acc(row[j]));
         } else {
           for (int64_t j = 0; j < nj; ++j) acc[j] = pick(op, acc[j], Acc(row[j]));
         }
