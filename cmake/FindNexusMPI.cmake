@@ -7,6 +7,13 @@
 # 2. Otherwise a system MPI through CMake's FindMPI (mpicc on PATH, or MPI_HOME).
 set(NEXUS_HAVE_MPI 0)
 set(NEXUS_MPI_NAME "NEXUS_MPI=${NEXUS_MPI}")
+if(NOT NEXUS_PYTHON)
+  if(NEXUS_MPI STREQUAL "ON")
+    message(FATAL_ERROR "NEXUS_MPI=ON needs NEXUS_PYTHON=ON: _C_mpi is a Python extension")
+  endif()
+  set(NEXUS_MPI_NAME "not built: NEXUS_PYTHON=OFF")
+  return()
+endif()
 if(NEXUS_MPI STREQUAL "OFF")
   set(NEXUS_MPI_NAME "off (NEXUS_MPI=OFF)")
   return()

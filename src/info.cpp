@@ -1,5 +1,6 @@
 #include <pybind11/stl.h>
 
+#include "base/cpu_variant.h"
 #include "base/env.h"
 #include "base/fs.h"
 #include "base/thread_pool.h"
@@ -12,30 +13,16 @@ namespace py = pybind11;
 
 namespace nexus::python {
 
-static const char* simd_level() {
-#if defined(__AVX512F__)
-  return "AVX-512";
-#elif defined(__AVX2__) && defined(__FMA__)
-  return "AVX2+FMA";
-#elif defined(__AVX__)
-  return "AVX";
-#elif defined(__SSE4_2__)
-  return "SSE4.2";
-#elif defined(__ARM_NEON)
-  return "NEON";
-#else
-  return "scalar";
-#endif
-}
-
 void bind_info(py::module_& m) {
   m.def("build_info", [] {
     py::dict d;
     d["version"] = NEXUS_VERSION;
     d["build_type"] = NEXUS_BUILD_TYPE;
     d["blas"] = ops::blas_name();
-    d["simd"] = simd_level();
-    d["march"] = NEXUS_ARCH;
+    d["march"] = NEXUS_ARCH;  // "portable", or the one -march of a NEXUS_ARCH build
+    py::list variants;
+    for (CpuVariant v : built_cpu_variants()) variants.append(cpu_variant_name(v));
+    d["cpu_variants"] = variants;
     d["compiler"] = NEXUS_CXX_COMPILER;
     d["sanitizers"] = NEXUS_SANITIZE;
     d["cuda_compiled"] = bool(NEXUS_HAVE_CUDA);
@@ -43,6 +30,26 @@ void bind_info(py::module_& m) {
     d["mpi_compiled"] = bool(NEXUS_HAVE_MPI);
     return d;
   });
+  m.def(
+      "cpu_variant",
+      [] {
+        const CpuVariant v = active_cpu_variant();
+        py::dict d;
+        d["name"] = cpu_variant_name(v);
+        d["march"] = cpu_variant_march(v);
+        d["features"] = cpu_features();
+        return d;
+      },
+      "The CPU variant the kernels run (NEXUS_CPU_VARIANT or the best this CPU supports): name, the\n"
+      "-march it was compiled with, and the CPU features the choice saw.");
+  m.def(
+      "cpu_supports",
+      [](const std::string& name) {
+        for (CpuVariant v : built_cpu_variants())
+          if (name == cpu_variant_name(v)) return cpu_supports(v);
+        throw ValueError(str("no CPU variant \"", name, "\" in this build"));
+      },
+      py::arg("name"), "Whether this CPU can run the built variant `name`.");
   m.def("knobs", [] {
     py::list out;
     for (const Knob& k : knobs()) out.append(py::make_tuple(k.name, k.default_value, k.description));

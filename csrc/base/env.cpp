@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "base/cpu_variant.h"
 #include "base/error.h"
 
 namespace nexus {
@@ -22,11 +23,16 @@ const std::vector<Knob>& knobs() {
        "0/false/no/off: run them in the interpreter",
        K::Bool},
       {"NEXUS_CACHE_DIR", "", "compiled-kernel cache (default: $XDG_CACHE_HOME/nexus or ~/.cache/nexus)"},
-      {"NEXUS_JIT_CXXFLAGS", "-O3 -march=native",
-       "optimisation flags for fused kernels, split on spaces "
+      {"NEXUS_JIT_CXXFLAGS", "",
+       "optimisation flags for fused kernels, split on spaces (default: -O3 and the -march of the CPU variant "
+       "in use, so fused kernels compute as the eager kernels do) "
        "(-std=c++20 -fPIC -shared -ffp-contract=off are always added; flags that change floating-point "
        "results, such as -ffast-math, are refused)",
        K::CxxFlags},
+      {"NEXUS_CPU_VARIANT", "auto",
+       "the CPU kernels' instruction set: auto (the best this CPU runs) or one the build carries (baseline, "
+       "avx2, avx512 on x86; baseline on ARM; native for a NEXUS_ARCH build); `nexus info` lists them",
+       K::CpuVariant},
       {"NEXUS_NVRTC", "",
        "libnvrtc to load for f.ptx(), the only one tried when set (default: the nvidia-cuda-nvrtc wheel, then "
        "$CUDA_HOME, /usr/local/cuda)"},
@@ -105,8 +111,7 @@ void check_cxx_flags(const Knob& k, const std::string& flags) {
   auto refuse = [&](const std::string& flag, const std::string& why) {
     throw ValueError(str(k.name, "='", flags, "': ", flag, " is refused: it ", why,
                          ", so fused kernels would not compute what the eager ops compute. Remove it; "
-                         "optimisation flags such as -O2, -O3, -march=native are fine (default: ",
-                         k.default_value, ")"));
+                         "optimisation flags such as -O2, -O3, -march=native are fine"));
   };
   for (const std::string& w : split_flags(flags)) {
     if (w[0] == '@') refuse(w, "reads flags from a file, which cannot be checked");
@@ -181,6 +186,7 @@ std::string knob(const char* name) {
     case KnobKind::Int: parse_int(k, text); break;
     case KnobKind::Seconds: parse_seconds(k, text); break;
     case KnobKind::CxxFlags: check_cxx_flags(k, text); break;
+    case KnobKind::CpuVariant: parse_cpu_variant(text); break;
     case KnobKind::Text: break;
   }
   return text;

@@ -13,11 +13,12 @@
 namespace nexus {
 
 enum class KnobKind {
-  Bool,      // 1/0, true/false, yes/no, on/off, any case
-  Int,       // a decimal integer in [min, max]
-  Seconds,   // a finite number > 0
-  Text,      // any string (a path, a library name)
-  CxxFlags,  // compiler flags; ones that change floating-point results are refused
+  Bool,        // 1/0, true/false, yes/no, on/off, any case
+  Int,         // a decimal integer in [min, max]
+  Seconds,     // a finite number > 0
+  Text,        // any string (a path, a library name)
+  CxxFlags,    // compiler flags; ones that change floating-point results are refused
+  CpuVariant,  // auto, or a CPU variant the build carries and this CPU runs (base/cpu_variant.h)
 };
 
 struct Knob {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "base/cpu_variant.h"
 #include "base/env.h"
 #include "base/error.h"
 #include "codegen/compile.h"
@@ -44,15 +45,31 @@ std::pair<int, std::string> run(const std::string& cmd) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
+// cmd += " 'word'" (appended in place: GCC 12 warns falsely on " " + std::string at -O3).
+void add_word(std::string& cmd, const std::string& word) {
+  if (!cmd.empty()) cmd += ' ';
+  cmd += shell_quote(word);
+}
+
 std::string command_line(const Compiler& c) {
   std::string s;
-  for (const std::string& a : c.command) s += (s.empty() ? "" : " ") + shell_quote(a);
+  for (const std::string& a : c.command) add_word(s, a);
   return s;
+}
+
+// NEXUS_JIT_CXXFLAGS, else -O3 and the -march of the CPU variant the eager kernels run: a fused
+// kernel then has the instructions (FMA or not) of the ops it replaces and gives their bits.
+std::string jit_cxxflags() {
+  std::string set = knob("NEXUS_JIT_CXXFLAGS");
+  if (!set.empty()) return set;
+  std::string flags = "-O3";
+  if (const char* march = cpu_variant_march(active_cpu_variant()); *march) flags.append(" -march=").append(march);
+  return flags;
 }
 
 Compiler find_compiler(const std::string& cxx) {
   Compiler c;
-  c.flags = knob("NEXUS_JIT_CXXFLAGS");
+  c.flags = jit_cxxflags();
   std::istringstream words(cxx);
   for (std::string w; words >> w;) c.command.push_back(w);
   if (c.command.empty()) c.command.push_back("c++");
@@ -74,7 +91,7 @@ Compiler find_compiler(const std::string& cxx) {
   // (__AVX2__, __AVX512F__, ... from -march=native). Nodes of different CPUs sharing one cache
   // directory then key their kernels apart, though their compiler and flags read the same.
   std::string probe = command_line(c);
-  for (const std::string& w : split_flags(c.flags)) probe += " " + shell_quote(w);
+  for (const std::string& w : split_flags(c.flags)) add_word(probe, w);
   auto [probe_status, macros] = run(probe + " -std=c++20 -dM -E -x c++ /dev/null");
   c.target = probe_status == 0 ? macros : "";
   return c;
@@ -95,7 +112,7 @@ const Compiler& host_compiler() {
   static std::map<std::string, Compiler> found;  // by $CXX value and flags
   const char* env = std::getenv("CXX");
   std::string cxx = env && *env ? env : "c++";
-  std::string k = cxx + "\n" + knob("NEXUS_JIT_CXXFLAGS");
+  std::string k = cxx + "\n" + jit_cxxflags();
   std::lock_guard<std::mutex> lock(mu);
   auto it = found.find(k);
   if (it == found.end()) it = found.emplace(k, find_compiler(cxx)).first;
@@ -122,8 +139,8 @@ bool jit_enabled() { return knob_bool("NEXUS_JIT") && host_compiler().found; }
 void compile_shared(const Compiler& c, const std::string& src_path, const std::string& out_path) {
   NX_CHECK(c.found, "cannot compile a fused kernel: ", c.why_not, "; set CXX to a C++20 compiler or NEXUS_JIT=0");
   std::string cmd = command_line(c);  // each word quoted: the flags reach the compiler as written
-  for (const std::string& w : flag_words(c)) cmd += " " + shell_quote(w);
-  cmd += " " + shell_quote(src_path) + " -o " + shell_quote(out_path);
+  for (const std::string& w : flag_words(c)) add_word(cmd, w);
+  for (const std::string& w : {src_path, std::string("-o"), out_path}) add_word(cmd, w);
   auto [status, out] = run(cmd);
   NX_CHECK(status == 0, "compiling fused kernel ", src_path, " failed (exit ", status, "):\n", cmd, "\n",
            out.substr(0, 4000));

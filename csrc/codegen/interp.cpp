@@ -7,6 +7,7 @@
 #include "codegen/kernel_dispatch.h"
 
 namespace nexus::codegen {
+namespace NX_CPU_VARIANT {
 namespace {
 
 using namespace nexus::kern;
@@ -142,8 +143,8 @@ void store_outputs(const FusedKernel& k, char* const* p, int64_t i0, int64_t m, 
 
 }  // namespace
 
-void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
-                        int64_t n, const double* c) {
+static void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access, char* const* p,
+                               const int64_t* s, int64_t n, const double* c) {
   Regs& R = regs_for(k);
   for (int64_t i0 = 0; i0 < n; i0 += kTile) {
     const int64_t m = std::min(kTile, n - i0);
@@ -152,8 +153,8 @@ void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access,
   }
 }
 
-void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
-                       int64_t n, const double* c, void* acc, bool first) {
+static void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
+                              int64_t n, const double* c, void* acc, bool first) {
   Regs& R = regs_for(k);
   const DType t = k.instrs[size_t(k.reduce.reg)].dtype;
   for (int64_t i0 = 0; i0 < n; i0 += kTile) {
@@ -172,8 +173,8 @@ void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, 
   }
 }
 
-void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s, int64_t n,
-                   const double* c, void* acc) {
+static void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
+                          int64_t n, const double* c, void* acc) {
   NX_ASSERT(n > 0, "empty reduction range");
   Regs& R = regs_for(k);
   const DType t = k.instrs[size_t(k.reduce.reg)].dtype;
@@ -229,6 +230,14 @@ void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char
       }
     }
   });
+}
+
+}  // namespace NX_CPU_VARIANT
+
+const Interp& interp_for(VariantTag<CpuVariant::NX_CPU_VARIANT>) {
+  static const Interp table{NX_CPU_VARIANT::interp_elementwise, NX_CPU_VARIANT::interp_reduce,
+                            NX_CPU_VARIANT::interp_reduce_row};
+  return table;
 }
 
 }  // namespace nexus::codegen

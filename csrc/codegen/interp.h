@@ -6,18 +6,27 @@
 
 #include <vector>
 
+#include "base/cpu_variant.h"
 #include "codegen/fused_kernel.h"
 
 namespace nexus::codegen {
 
 inline constexpr int64_t kTile = 1024;
 
-void interp_elementwise(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
-                        int64_t n, const double* c);
-void interp_reduce(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s, int64_t n,
-                   const double* c, void* acc);
-// A reduction with side outputs, one row (render.h): acc holds n accumulators in the register type.
-void interp_reduce_row(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
-                       int64_t n, const double* c, void* acc, bool first);
+// The entry points, one table per CPU variant (base/cpu_variant.h): interp.cpp is compiled once
+// per variant, so the interpreter's arithmetic is the eager kernels' and the compiled kernels'.
+struct Interp {
+  void (*elementwise)(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
+                      int64_t n, const double* c);
+  void (*reduce)(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s, int64_t n,
+                 const double* c, void* acc);
+  void (*reduce_row)(const FusedKernel& k, const std::vector<Access>& access, char* const* p, const int64_t* s,
+                     int64_t n, const double* c, void* acc, bool first);
+};
+
+// The active variant's (program.cpp).
+const Interp& interp();
+
+NX_CPU_VARIANT_TABLES(Interp, interp_for);
 
 }  // namespace nexus::codegen

@@ -11,6 +11,9 @@
 #include "ops/op_kind.h"
 
 namespace nexus::kern {
+#ifdef NX_CPU_VARIANT
+inline namespace NX_CPU_VARIANT {  // a CPU variant's own copy (base/cpu_variant.h)
+#endif
 
 // Whether registers of type T (float, double, int32_t, int64_t, bool) can hold an op's operands:
 // the dtypes its front end converts operands to (op_table.h's domain column).
@@ -46,4 +49,7 @@ template <class T, class Body> void with_binary(ops::BinaryOp op, Body&& body) {
   NX_ASSERT(false, ops::op_name(op), " reached a kernel with ", dtype_name(DTypeOf<T>::value), " operands");
 }
 
+#ifdef NX_CPU_VARIANT
+}  // namespace NX_CPU_VARIANT
+#endif
 }  // namespace nexus::kern

@@ -12,6 +12,9 @@
 
 namespace nexus {
 namespace kern {
+#ifdef NX_CPU_VARIANT
+inline namespace NX_CPU_VARIANT {  // a CPU variant's own copy (base/cpu_variant.h)
+#endif
 
 // Defined by each prelude (libm on the host, CUDA's math library on the device).
 NX_KERN_FN float fmod_(float x, float y);
@@ -132,5 +135,8 @@ template <class T> NX_KERN_FN T sigmoid_grad(T g, T y) { return g * (y * (T(1) -
 template <class T> NX_KERN_FN T pick_max(T acc, T v) { return (v != v || v > acc) ? v : acc; }
 template <class T> NX_KERN_FN T pick_min(T acc, T v) { return (v != v || v < acc) ? v : acc; }
 
+#ifdef NX_CPU_VARIANT
+}  // namespace NX_CPU_VARIANT
+#endif
 }  // namespace kern
 }  // namespace nexus

@@ -16,6 +16,9 @@
 #include "tensor/half.h"
 
 namespace nexus::kern {
+#ifdef NX_CPU_VARIANT
+inline namespace NX_CPU_VARIANT {  // a CPU variant's own copy (base/cpu_variant.h)
+#endif
 
 // ---- conversions: U from T (T, U in float, double, int32_t, int64_t, bool) -----------------
 template <class U, class T> inline U cvt(T v) {
@@ -77,4 +80,7 @@ template <class T> inline T pow_(T x, T y) {
 inline constexpr int64_t kChunk = 4096;
 inline constexpr int64_t kLanes = 16;
 
+#ifdef NX_CPU_VARIANT
+}  // namespace NX_CPU_VARIANT
+#endif
 }  // namespace nexus::kern

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <span>
 
+#include "base/cpu_variant_dispatch.h"
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/thread_pool.h"
@@ -14,6 +15,11 @@
 #include "nexus/config.h"
 
 namespace nexus::codegen {
+
+const Interp& interp() {
+  static const Interp& table = with_cpu_variant([](auto v) -> const Interp& { return interp_for(v); });
+  return table;
+}
 namespace {
 
 using ElemFn = void (*)(char* const*, const int64_t*, int64_t, const double*);
@@ -202,7 +208,7 @@ std::vector<Acc> reduce_chunks(const FusedKernel& k, const Variant& v, const Red
       const int64_t len = std::min(kern::kChunk, n - ch * kern::kChunk);
       Acc* acc = &partial[size_t(item)];
       if (v.fn) reinterpret_cast<ReduceFn>(v.fn)(p.data(), v.inner.data(), len, consts.data(), acc);
-      else interp_reduce(k, v.access, p.data(), v.inner.data(), len, consts.data(), acc);
+      else interp().reduce(k, v.access, p.data(), v.inner.data(), len, consts.data(), acc);
     }
   });
   return partial;
@@ -246,7 +252,7 @@ void reduce_rows(const FusedKernel& k, const Variant& v, const ReduceSpace& rs, 
         for (size_t j = 0; j < p.size(); ++j)
           p[j] = args.base[j] + (ko[j] + ro[j] + j0 * (j < nin ? v.inner[j] : 1)) * args.isz[j];
         if (v.fn) reinterpret_cast<RowFn>(v.fn)(p.data(), v.inner.data(), len, consts.data(), a, r == 0);
-        else interp_reduce_row(k, v.access, p.data(), v.inner.data(), len, consts.data(), a, r == 0);
+        else interp().reduce_row(k, v.access, p.data(), v.inner.data(), len, consts.data(), a, r == 0);
       }
     }
   });
@@ -361,7 +367,7 @@ std::vector<Tensor> Program::run_elementwise(const std::vector<Tensor>& inputs, 
     std::vector<char*> p(args.base.size());
     for (size_t j = 0; j < p.size(); ++j) p[j] = args.base[j] + off[j] * args.isz[j];
     if (v.fn) reinterpret_cast<ElemFn>(v.fn)(p.data(), v.inner.data(), len, consts.data());
-    else interp_elementwise(k, v.access, p.data(), v.inner.data(), len, consts.data());
+    else interp().elementwise(k, v.access, p.data(), v.inner.data(), len, consts.data());
   };
   const size_t nd = sp.shape.size();
   int64_t rows = 1;

@@ -3,15 +3,31 @@
 #include <charconv>
 #include <cmath>
 
+#include "base/cpu_variant_dispatch.h"
 #include "base/error.h"
+#include "comm/codecs/internal.h"
 
 namespace nexus::comm {
 
 namespace {
+
+const detail::CodecFactories& factories() {
+  static const detail::CodecFactories& table =
+      with_cpu_variant([](auto v) -> const detail::CodecFactories& { return detail::factories_for(v); });
+  return table;
+}
+
 constexpr const char* kValidSpecs =
     "valid codecs: \"none\", \"fp16\", \"bf16\", \"int8\", "
     "\"topk:RATIO\" with 0 < RATIO <= 1 (e.g. \"topk:0.01\"), \"sign\"";
-}
+}  // namespace
+
+std::shared_ptr<const Codec> make_none_codec() { return factories().none(); }
+std::shared_ptr<const Codec> make_fp16_codec() { return factories().fp16(); }
+std::shared_ptr<const Codec> make_bf16_codec() { return factories().bf16(); }
+std::shared_ptr<const Codec> make_int8_block_codec() { return factories().int8_block(); }
+std::shared_ptr<const Codec> make_topk_codec(double ratio) { return factories().topk(ratio); }
+std::shared_ptr<const Codec> make_sign_codec() { return factories().sign(); }
 
 std::shared_ptr<const Codec> make_codec(std::string_view spec) {
   if (spec == "none" || spec.empty()) return make_none_codec();

@@ -71,7 +71,7 @@ bool parse_bool(std::string_view s, bool& v) {
 template <class T> bool parse_whole(std::string_view s, T& v) {
   const char* b = s.data();
   const char* e = b + s.size();
-  if (b < e && *b == '+') ++b;  // from_chars takes no '+'
+  if (b < e && *b == '+' && ++b < e && *b == '-') return false;  // from_chars takes no '+'; "+-1" is text
   if (b == e || !(*b == '-' || *b == '.' || (*b >= '0' && *b <= '9') || (*b | 0x20) == 'i')) return false;
   auto r = std::from_chars(b, e, v);
   if (r.ec == std::errc::result_out_of_range && std::is_floating_point_v<T>) {

@@ -1,10 +1,48 @@
 // conv2d and 2-D pooling front ends (NCHW): validate, stage as contiguous float/double, call the
 // kernels in ops/cpu/conv_kernel.cpp, record the backward rule.
+#include "base/checked.h"
 #include "ops/derivatives.h"
 #include "ops/dispatch.h"
 #include "ops/internal.h"
 
 namespace nexus::ops {
+
+// "2" when both values agree, "2x3" otherwise: how sizes appear in error messages.
+static std::string pair_str(int64_t a, int64_t b) { return a == b ? str(a) : str(a, "x", b); }
+
+// h + 2 * pad, the padded extent; ValueError when it passes int64 (a huge padding).
+static int64_t padded(int64_t h, int64_t pad, const char* op) {
+  int64_t twice = 0, out = 0;
+  NX_CHECK(checked_mul(pad, 2, &twice) && checked_add(h, twice, &out), op, ": padding ", pad,
+           " is too large (the padded input passes 2^63)");
+  return out;
+}
+
+void check_conv2d(const Conv2dGeometry& g, const char* op) {
+  NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
+  NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0 && g.k > 0 && g.kh > 0 && g.kw > 0, op,
+           ": sizes must be positive, got input (", g.n, ", ", g.c, ", ", g.h, ", ", g.w, ") and weight (", g.k, ", ",
+           g.c, ", ", g.kh, ", ", g.kw, ")");
+  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ", pair_str(g.stride_h, g.stride_w));
+  NX_CHECK(g.pad_h >= 0 && g.pad_w >= 0, op, ": padding must be non-negative, got ", pair_str(g.pad_h, g.pad_w));
+  const int64_t ph = padded(g.h, g.pad_h, op), pw = padded(g.w, g.pad_w, op);
+  NX_CHECK(g.kh <= ph && g.kw <= pw, op, ": kernel ", g.kh, "x", g.kw, " is larger than the padded input ", ph, "x", pw,
+           " (padding ", pair_str(g.pad_h, g.pad_w), "); valid: kernel <= input + 2*padding");
+}
+
+void check_pool2d(const Pool2dGeometry& g, const char* op) {
+  NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
+  NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0, op, ": sizes must be positive, got input (", g.n, ", ", g.c, ", ", g.h, ", ",
+           g.w, ")");
+  NX_CHECK(g.kh > 0 && g.kw > 0, op, ": kernel size must be positive, got ", g.kh, "x", g.kw);
+  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ", pair_str(g.stride_h, g.stride_w));
+  NX_CHECK(g.pad >= 0, op, ": padding must be non-negative, got ", g.pad);
+  NX_CHECK(g.pad <= g.kh / 2 && g.pad <= g.kw / 2, op, ": padding ", g.pad, " is more than half the kernel ", g.kh, "x",
+           g.kw, "; valid: padding <= kernel / 2 = ", std::min(g.kh, g.kw) / 2);
+  const int64_t ph = padded(g.h, g.pad, op), pw = padded(g.w, g.pad, op);
+  NX_CHECK(g.kh <= ph && g.kw <= pw, op, ": kernel ", g.kh, "x", g.kw, " is larger than the padded input ", ph, "x", pw,
+           " (padding ", g.pad, "); valid: kernel <= input + 2*padding");
+}
 
 static void check_nchw(const Tensor& x, const char* op) {
   NX_CHECK(x.ndim() == 4, op, ": input must be 4-D (N, C, H, W), got shape ", shape_str(x.shape()));

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "ops/cpu/softmax_xent_kernel.h"
+#include "ops/cpu/kernels.h"
 #include "ops/derivative_rules.h"
 #include "ops/dispatch.h"
 #include "ops/internal.h"
@@ -254,15 +254,11 @@ BackwardFn avg_pool2d(const Pool2dGeometry& g) {
 
 Tensor cross_entropy_grad(const Tensor& gy, const Tensor& x, const Tensor& labels, const Tensor& stats,
                           ReduceOp reduction, DType logits_dtype) {
-  int64_t n = x.shape()[0], c = x.shape()[1];
+  const int64_t n = x.shape()[0];
   Tensor g = contiguous(cast(gy, x.dtype()));
   if (reduction == ReduceOp::Mean) g = mul_scalar(g, 1.0 / double(std::max<int64_t>(n, 1)));
   Tensor dx = Tensor::empty(x.shape(), x.dtype());
-  dispatch_float(x.dtype(), "cross_entropy backward", [&](auto t) {
-    using T = decltype(t);
-    cpu::xent_backward<T>(x.data<T>(), labels.data<int64_t>(), stats.data<T>(), stats.data<T>() + n, g.data<T>(),
-                          reduction == ReduceOp::None ? 1 : 0, n, c, dx.data<T>());
-  });
+  cpu::kernels().xent_backward(x, labels, stats, g, reduction == ReduceOp::None, dx);
   return cast(dx, logits_dtype);
 }
 
@@ -284,14 +280,11 @@ static Tensor cross_entropy_grad_composed(const Tensor& gy, const Tensor& logits
 Tensor cross_entropy_grad(const Tensor& gy, const Tensor& logits, const Tensor& labels, ReduceOp reduction) {
   if (!logits.device().is_cpu()) return cross_entropy_grad_composed(gy, logits, labels, reduction);
   // The forward's statistics, computed again from the logits (one pass over them).
-  int64_t n = logits.shape()[0], c = logits.shape()[1];
+  const int64_t n = logits.shape()[0];
   Tensor x = contiguous(cast(logits, compute_dtype(logits.dtype())));
   Tensor lab = contiguous(cast(labels, DType::Int64));
   Tensor nll = Tensor::empty({n}, x.dtype()), stats = Tensor::empty({2, n}, x.dtype());
-  dispatch_float(x.dtype(), "cross_entropy backward", [&](auto t) {
-    using T = decltype(t);
-    cpu::xent_forward<T>(x.data<T>(), lab.data<int64_t>(), n, c, nll.data<T>(), stats.data<T>(), stats.data<T>() + n);
-  });
+  cpu::kernels().xent_forward(x, lab, nll, stats);
   return cross_entropy_grad(gy, x, lab, stats, reduction, logits.dtype());
 }
 

@@ -1,100 +1,82 @@
 #include "ops/dispatch.h"
 
+#include "base/cpu_variant_dispatch.h"
 #include "device/backend.h"
 #include "ops/cpu/kernels.h"
-#include "ops/cpu/reduce_kernel.h"
 
 namespace nexus::ops {
+
+const cpu::Kernels& cpu::kernels() {
+  static const Kernels& table = with_cpu_variant([](auto v) -> const Kernels& { return kernels_for(v); });
+  return table;
+}
+
 namespace kernel {
 
 void cast(const Tensor& dst, const Tensor& src) {
-  if (dst.device().is_cpu()) cpu::cast_kernel(dst, src);
+  if (dst.device().is_cpu()) cpu::kernels().cast(dst, src);
   else device::backend(dst.device()).cast(dst, src);
 }
 
 void fill(const Tensor& out, double value) {
-  if (out.device().is_cpu()) cpu::fill_kernel(out, value);
+  if (out.device().is_cpu()) cpu::kernels().fill(out, value);
   else device::backend(out.device()).fill(out, value);
 }
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& x) {
-  if (out.device().is_cpu()) cpu::unary_kernel(op, out, x);
+  if (out.device().is_cpu()) cpu::kernels().unary(op, out, x);
   else device::backend(out.device()).unary(op, out, x);
 }
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  if (out.device().is_cpu()) cpu::binary_kernel(op, out, a, b);
+  if (out.device().is_cpu()) cpu::kernels().binary(op, out, a, b);
   else device::backend(out.device()).binary(op, out, a, b);
 }
 
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-  if (out.device().is_cpu()) cpu::where_kernel(out, cond, a, b);
+  if (out.device().is_cpu()) cpu::kernels().where(out, cond, a, b);
   else device::backend(out.device()).where(out, cond, a, b);
 }
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes) {
-  if (out.device().is_cpu()) cpu::reduce_kernel(op, out, x, axes);
+  if (out.device().is_cpu()) cpu::kernels().reduce(op, out, x, axes);
   else device::backend(out.device()).reduce(op, out, x, axes);
 }
 
 void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) {
-  if (out.device().is_cpu()) cpu::argmax_kernel(out, x, rows, n);
+  if (out.device().is_cpu()) cpu::kernels().argmax(out, x, rows, n);
   else device::backend(out.device()).argmax(out, x, rows, n);
 }
 
-namespace {
-
-template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
-
-}  // namespace
-
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
-  if (!y.device().is_cpu()) return device::backend(y.device()).conv2d_forward(g, x, w, bias, y);
-  dispatch_float(y.dtype(), "conv2d", [&](auto t) {
-    using T = decltype(t);
-    ops::conv2d_forward<T>(g, x.data<T>(), w.data<T>(), ptr<T>(bias), y.data<T>());
-  });
+  if (y.device().is_cpu()) cpu::kernels().conv2d_forward(g, x, w, bias, y);
+  else device::backend(y.device()).conv2d_forward(g, x, w, bias, y);
 }
 
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                      const Tensor& dw, const Tensor& dbias) {
-  if (!dy.device().is_cpu()) return device::backend(dy.device()).conv2d_backward(g, x, w, dy, dx, dw, dbias);
-  dispatch_float(dy.dtype(), "conv2d backward", [&](auto t) {
-    using T = decltype(t);
-    ops::conv2d_backward<T>(g, x.data<T>(), w.data<T>(), dy.data<T>(), ptr<T>(dx), ptr<T>(dw), ptr<T>(dbias));
-  });
+  if (dy.device().is_cpu()) cpu::kernels().conv2d_backward(g, x, w, dy, dx, dw, dbias);
+  else device::backend(dy.device()).conv2d_backward(g, x, w, dy, dx, dw, dbias);
 }
 
 void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& argmax) {
-  if (!y.device().is_cpu()) return device::backend(y.device()).max_pool2d_forward(g, x, y, argmax);
-  dispatch_float(y.dtype(), "max_pool2d", [&](auto t) {
-    using T = decltype(t);
-    ops::max_pool2d_forward<T>(g, x.data<T>(), y.data<T>(), ptr<int64_t>(argmax));
-  });
+  if (y.device().is_cpu()) cpu::kernels().max_pool2d_forward(g, x, y, argmax);
+  else device::backend(y.device()).max_pool2d_forward(g, x, y, argmax);
 }
 
 void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, const Tensor& dx) {
-  if (!dx.device().is_cpu()) return device::backend(dx.device()).max_pool2d_backward(g, dy, argmax, dx);
-  dispatch_float(dx.dtype(), "max_pool2d backward", [&](auto t) {
-    using T = decltype(t);
-    ops::max_pool2d_backward<T>(g, dy.data<T>(), argmax.data<int64_t>(), dx.data<T>());
-  });
+  if (dx.device().is_cpu()) cpu::kernels().max_pool2d_backward(g, dy, argmax, dx);
+  else device::backend(dx.device()).max_pool2d_backward(g, dy, argmax, dx);
 }
 
 void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y) {
-  if (!y.device().is_cpu()) return device::backend(y.device()).avg_pool2d_forward(g, x, y);
-  dispatch_float(y.dtype(), "avg_pool2d", [&](auto t) {
-    using T = decltype(t);
-    ops::avg_pool2d_forward<T>(g, x.data<T>(), y.data<T>());
-  });
+  if (y.device().is_cpu()) cpu::kernels().avg_pool2d_forward(g, x, y);
+  else device::backend(y.device()).avg_pool2d_forward(g, x, y);
 }
 
 void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) {
-  if (!dx.device().is_cpu()) return device::backend(dx.device()).avg_pool2d_backward(g, dy, dx);
-  dispatch_float(dx.dtype(), "avg_pool2d backward", [&](auto t) {
-    using T = decltype(t);
-    ops::avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
-  });
+  if (dx.device().is_cpu()) cpu::kernels().avg_pool2d_backward(g, dy, dx);
+  else device::backend(dx.device()).avg_pool2d_backward(g, dy, dx);
 }
 
 }  // namespace kernel

@@ -2,12 +2,21 @@
 #include <cmath>
 
 #include "device/backend.h"
+#include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
 #include "ops/derivatives.h"
 #include "ops/dispatch.h"
 #include "ops/internal.h"
 
 namespace nexus::ops {
+
+Tensor cpu::broadcast_view(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  Strides st(shape.size(), 0);
+  size_t off = shape.size() - t.shape().size();
+  for (size_t i = 0; i < t.shape().size(); ++i) st[off + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return Tensor::view_of(t.storage(), t.offset(), shape, st, t.dtype());
+}
 
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;

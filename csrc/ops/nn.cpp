@@ -2,7 +2,7 @@
 // layer_norm, batch_norm composed from the primitives (their gradients come from theirs).
 #include <cmath>
 
-#include "ops/cpu/softmax_xent_kernel.h"
+#include "ops/cpu/kernels.h"
 #include "ops/derivatives.h"
 #include "ops/dispatch.h"
 #include "ops/internal.h"
@@ -42,10 +42,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduct
   if (!dev.is_cpu()) return cross_entropy_composed(logits, to_device(lab, dev), reduction);
   Tensor x = contiguous(cast(logits.detach(), cdt));
   Tensor nll = Tensor::empty({n}, cdt), stats = Tensor::empty({2, n}, cdt);  // shift, logsum
-  dispatch_float(cdt, "cross_entropy", [&](auto t) {
-    using T = decltype(t);
-    cpu::xent_forward<T>(x.data<T>(), lab.data<int64_t>(), n, c, nll.data<T>(), stats.data<T>(), stats.data<T>() + n);
-  });
+  cpu::kernels().xent_forward(x, lab, nll, stats);
   Tensor out;
   {
     autograd::NoGradGuard no_grad;

@@ -2,7 +2,9 @@
 // op table (op_table.h): the enums and what each op accepts and produces.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string_view>
 
 #include "ops/op_table.h"
@@ -34,8 +36,9 @@ inline constexpr OpInfo kBinaryOps[] = {NX_BINARY_OPS(NX_OP_INFO)};
 
 constexpr const OpInfo& op_info(UnaryOp op) { return kUnaryOps[int(op)]; }
 constexpr const OpInfo& op_info(BinaryOp op) { return kBinaryOps[int(op)]; }
-constexpr std::string_view op_name(UnaryOp op) { return op_info(op).name; }
-constexpr std::string_view op_name(BinaryOp op) { return op_info(op).name; }
+// Names also a value past the table (a corrupt op in an error message) instead of reading past it.
+constexpr std::string_view op_name(UnaryOp op) { return size_t(op) < std::size(kUnaryOps) ? op_info(op).name : "?"; }
+constexpr std::string_view op_name(BinaryOp op) { return size_t(op) < std::size(kBinaryOps) ? op_info(op).name : "?"; }
 constexpr bool is_comparison(BinaryOp op) { return op_info(op).result == OpResult::Bool; }
 template <class Op> constexpr bool is_backward_only(Op op) { return op_info(op).role == OpRole::Backward; }
 

@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "device/backend.h"
 #include "ops/dispatch.h"
-#include "ops/cpu/optim_kernel.h"
+#include "ops/cpu/kernels.h"
 #include "ops/ops.h"
 #include "tensor/tape.h"
 
@@ -122,7 +122,7 @@ void run_sgd(const Config& c, double lr, double scale, const std::vector<Tensor>
     segs.push_back(seg);
   }
   const cpu::SgdCoeffs coeffs{lr, scale, c.weight_decay, c.momentum, use_momentum, c.nesterov};
-  if (device.is_cpu()) cpu::sgd_kernel(segs, coeffs);
+  if (device.is_cpu()) cpu::kernels().sgd(segs, coeffs);
   else device::backend(device).sgd_update(device.index, segs, coeffs);
 }
 
@@ -150,7 +150,7 @@ void run_adam(const Config& c, double lr, double scale, const std::vector<Tensor
                                c.beta2,
                                1.0 - c.beta2,
                                c.eps};
-  if (device.is_cpu()) cpu::adam_kernel(segs, coeffs);
+  if (device.is_cpu()) cpu::kernels().adam(segs, coeffs);
   else device::backend(device).adam_update(device.index, segs, coeffs);
 }
 
@@ -189,7 +189,7 @@ double global_grad_norm(const std::vector<Tensor>& grads) {
       return std::sqrt(total);
     }
   std::vector<Tensor> g = contiguous_grads(grads, "global_grad_norm");
-  return std::sqrt(cpu::sum_squares_kernel(grad_segments(g)));
+  return std::sqrt(cpu::kernels().sum_squares(grad_segments(g)));
 }
 
 double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
@@ -203,7 +203,7 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
   bool on_host = true;
   for (const Tensor& g : grads) on_host = on_host && (!g.defined() || g.device().is_cpu());
   if (on_host) {
-    cpu::scale_grads_kernel(grad_segments(grads), scale);  // checked above
+    cpu::kernels().scale_grads(grad_segments(grads), scale);  // checked above
     return norm;
   }
   autograd::NoGradGuard no_grad;

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -21,8 +22,9 @@ constexpr size_t kHugeThreshold = size_t(4) << 20;  // from here: 2 MiB aligned,
 
 // Four classes per power of two (at most 25% slack): 32K, 40K, 48K, 56K, 64K, 80K, ...
 size_t size_class(size_t n) {
+  if (n > SIZE_MAX / 2) throw std::bad_alloc();  // more than the address space; rounding up would wrap
   size_t p = kSmall;
-  while (p * 2 <= n) p *= 2;
+  while (p <= n / 2) p *= 2;
   size_t step = p / 4;
   return (n + step - 1) / step * step;
 }

@@ -14,7 +14,15 @@ inline uint16_t float_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return uint16_t(u >> 16);
 }
-inline float fp16_to_float(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
-inline uint16_t float_to_fp16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+// The compiler's IEEE half: _Float16 (gcc >= 12 and clang on x86-64), __fp16 on AArch64 (where
+// gcc 12's C++ has no _Float16; conversions round to nearest even under the default FPCR). Both
+// convert in one instruction where the CPU has one (F16C, AArch64's fcvt).
+#if defined(__aarch64__)
+using NativeHalf = __fp16;
+#else
+using NativeHalf = _Float16;
+#endif
+inline float fp16_to_float(uint16_t h) { return static_cast<float>(std::bit_cast<NativeHalf>(h)); }
+inline uint16_t float_to_fp16(float f) { return std::bit_cast<uint16_t>(static_cast<NativeHalf>(f)); }
 
 }  // namespace nexus

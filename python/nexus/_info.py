@@ -57,11 +57,14 @@ def info() -> dict:
     """Build and runtime facts: version, BLAS, SIMD, threads, CUDA, MPI, JIT compiler.
 
     Returns:
-        A dict: what was compiled in (``_C.build_info()``: version, build_type, blas, simd,
-        march, compiler, sanitizers, cuda_compiled, cuda_status -- why CUDA is or is not built,
+        A dict: what was compiled in (``_C.build_info()``: version, build_type, blas, march --
+        ``portable`` or the one -march of a ``NEXUS_ARCH`` build --, cpu_variants -- the kernel
+        variants it carries --, compiler, sanitizers, cuda_compiled, cuda_status -- why CUDA is or is not built,
         mpi_compiled) and what this process sees (num_threads, cuda_available and, where the
         backend is built, cuda_archs, cuda_runtime, cuda_driver, one ``cuda:N`` entry per GPU or
-        cuda_unavailable saying why; mpi, jit_compiler, jit_flags, jit_enabled, jit_cache_dir).
+        cuda_unavailable saying why; cpu_variant -- the kernel variant in use, chosen from
+        cpu_features or by ``NEXUS_CPU_VARIANT`` --, simd -- it and its -march --; mpi,
+        jit_compiler, jit_flags, jit_enabled, jit_cache_dir).
 
     Example:
         >>> nx.info()["cuda_available"]
@@ -69,6 +72,10 @@ def info() -> dict:
     """
     d = dict(_C.build_info())
     d["num_threads"] = _C.get_num_threads()
+    cpu = _C.cpu_variant()
+    d["cpu_variant"] = cpu["name"]
+    d["simd"] = f"{cpu['name']} (-march={cpu['march']})" if cpu["march"] else cpu["name"]
+    d["cpu_features"] = cpu["features"]
     d.update(_cuda())
     d["mpi"] = _mpi(d["mpi_compiled"])
     jit = _C.codegen.config()  # the compiler fused kernels use: $CXX, else c++ on PATH

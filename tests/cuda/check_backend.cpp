@@ -15,9 +15,7 @@
 
 #include "backend.h"
 #include "codegen/program.h"
-#include "ops/cpu/conv_kernel.h"
 #include "ops/cpu/kernels.h"
-#include "ops/cpu/reduce_kernel.h"
 
 using namespace nexus;
 
@@ -36,7 +34,7 @@ Tensor random(const Shape& shape, DType t) {
   for (int64_t i = 0; i < f.numel(); ++i) p[i] = t == DType::Bool ? double(rng() % 2) : u(rng);
   if (t == DType::Int32 || t == DType::Int64)
     for (int64_t i = 0; i < f.numel(); ++i) p[i] = std::round(p[i] * 10) + (p[i] == 0 ? 1 : 0);
-  ops::cpu::cast_kernel(x, f);
+  ops::cpu::kernels().cast(x, f);
   return x;
 }
 
@@ -59,8 +57,8 @@ Tensor to_cpu(const Tensor& d) {
 void expect_close(const std::string& what, const Tensor& want, const Tensor& got, double rtol) {
   ++checks;
   Tensor a = Tensor::empty(want.shape(), DType::Float64), b = Tensor::empty(got.shape(), DType::Float64);
-  ops::cpu::cast_kernel(a, want);
-  ops::cpu::cast_kernel(b, got);
+  ops::cpu::kernels().cast(a, want);
+  ops::cpu::kernels().cast(b, got);
   const double *pa = a.data<double>(), *pb = b.data<double>();
   for (int64_t i = 0; i < a.numel(); ++i) {
     const bool nan_a = pa[i] != pa[i], nan_b = pb[i] != pb[i];
@@ -92,7 +90,7 @@ void check_elementwise() {
         Tensor x = random({37, 53}, t);
         if (layout == 1) x = transposed(random({53, 37}, t));
         Tensor want = Tensor::empty({37, 53}, t), got = Tensor::empty({37, 53}, t, gpu);
-        ops::cpu::unary_kernel(op, want, x);
+        ops::cpu::kernels().unary(op, want, x);
         be.unary(op, got, to_gpu(x));
         expect_close(str(info.name, " ", dtype_name(t), " layout ", layout), want, to_cpu(got), 4 * tol(t));
       }
@@ -112,14 +110,14 @@ void check_elementwise() {
           if (t == DType::Int32 || t == DType::Int64) continue;  // x // 0: the front end raises first
         }
         Tensor want = Tensor::empty({64, 33}, rt), got = Tensor::empty({64, 33}, rt, gpu);
-        ops::cpu::binary_kernel(op, want, a, b);
+        ops::cpu::kernels().binary(op, want, a, b);
         be.binary(op, got, to_gpu(a), to_gpu(b));
         expect_close(str(info.name, " ", dtype_name(t), " layout ", layout), want, to_cpu(got), 4 * tol(t));
       }
     }
     Tensor c = random({40, 30}, DType::Bool), a = random({40, 30}, t), b = transposed(random({30, 40}, t));
     Tensor want = Tensor::empty({40, 30}, t), got = Tensor::empty({40, 30}, t, gpu);
-    ops::cpu::where_kernel(want, c, a, b);
+    ops::cpu::kernels().where(want, c, a, b);
     be.where(got, to_gpu(c), to_gpu(a), to_gpu(b));
     expect_close(str("where ", dtype_name(t)), want, to_cpu(got), 0);
   }
@@ -136,15 +134,15 @@ void check_cast_and_fill() {
         const double v[] = {NAN, INFINITY, -INFINITY, 1e30, -1e30, 65519.99};
         std::memcpy(s.data<double>(), v, sizeof v);
         Tensor sx = Tensor::view_of(x.storage(), 0, {6}, {1}, from);
-        ops::cpu::cast_kernel(sx, s);
+        ops::cpu::kernels().cast(sx, s);
       }
       Tensor want = Tensor::empty({7, 300}, to), got = Tensor::empty({7, 300}, to, gpu);
-      ops::cpu::cast_kernel(want, transposed(x));
+      ops::cpu::kernels().cast(want, transposed(x));
       be.cast(got, to_gpu(transposed(x)));
       expect_close(str("cast ", dtype_name(from), " -> ", dtype_name(to)), want, to_cpu(got), 0);
       Tensor f = Tensor::empty({1000}, to, gpu), fw = Tensor::empty({1000}, to);
       be.fill(f, -2.75);
-      ops::cpu::fill_kernel(fw, -2.75);
+      ops::cpu::kernels().fill(fw, -2.75);
       expect_close(str("fill ", dtype_name(to)), fw, to_cpu(f), 0);
     }
 }
@@ -160,7 +158,7 @@ void check_reduce() {
           if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(x.dim(d));
         const DType ot = op == ReduceOp::Sum && !is_floating(t) ? DType::Int64 : t;
         Tensor want = Tensor::empty(kept, ot), got = Tensor::empty(kept, ot, gpu), again = Tensor::empty(kept, ot, gpu);
-        ops::cpu::reduce_kernel(op, want, x, axes);
+        ops::cpu::kernels().reduce(op, want, x, axes);
         Tensor dx = to_gpu(x);
         be.reduce(op, got, dx, axes);
         be.reduce(op, again, dx, axes);
@@ -177,10 +175,10 @@ void check_argmax() {
     if (is_floating(t)) {  // a NaN in row 3 wins
       Tensor v = Tensor::empty({1}, DType::Float64);
       v.data<double>()[0] = NAN;
-      ops::cpu::cast_kernel(Tensor::view_of(x.storage(), 3 * 1000 + 500, {1}, {1}, t), v);
+      ops::cpu::kernels().cast(Tensor::view_of(x.storage(), 3 * 1000 + 500, {1}, {1}, t), v);
     }
     Tensor want = Tensor::empty({50}, DType::Int64), got = Tensor::empty({50}, DType::Int64, gpu);
-    ops::cpu::argmax_kernel(want, x, 50, 1000);
+    ops::cpu::kernels().argmax(want, x, 50, 1000);
     be.argmax(got, to_gpu(x), 50, 1000);
     expect_close(str("argmax ", dtype_name(t)), want, to_cpu(got), 0);
   }
@@ -190,11 +188,11 @@ void check_argmax() {
 // with each result, which may be near zero).
 void expect_near(const std::string& what, const Tensor& want, const Tensor& got, double tol) {
   Tensor a = Tensor::empty(want.shape(), DType::Float64);
-  ops::cpu::cast_kernel(a, want);
+  ops::cpu::kernels().cast(a, want);
   double scale = 0;
   for (int64_t i = 0; i < a.numel(); ++i) scale = std::max(scale, std::fabs(a.data<double>()[i]));
   Tensor b = Tensor::empty(got.shape(), DType::Float64);
-  ops::cpu::cast_kernel(b, got);
+  ops::cpu::kernels().cast(b, got);
   ++checks;
   for (int64_t i = 0; i < a.numel(); ++i) {
     const double pa = a.data<double>()[i], pb = b.data<double>()[i];
@@ -219,8 +217,8 @@ void check_matmul() {
         b = Tensor::view_of(random({B, k, 2 * n}, t).storage(), 0, {B, k, n}, {k * 2 * n, 2 * n, 2}, t);
       Tensor want = Tensor::zeros({B, m, n}, DType::Float64), got = Tensor::empty({B, m, n}, t, gpu);
       Tensor a64 = Tensor::empty(a.shape(), DType::Float64), b64 = Tensor::empty(b.shape(), DType::Float64);
-      ops::cpu::cast_kernel(a64, a);
-      ops::cpu::cast_kernel(b64, b);
+      ops::cpu::kernels().cast(a64, a);
+      ops::cpu::kernels().cast(b64, b);
       double *w = want.data<double>(), *pa = a64.data<double>(), *pb = b64.data<double>();
       for (int64_t z = 0; z < B; ++z)
         for (int64_t i = 0; i < m; ++i)
@@ -260,12 +258,12 @@ template <class T> void check_conv_case(const ConvCase& cc, DType t) {
   const double eps = t == DType::Float32 ? 1e-5 : 1e-13;
   for (bool with_bias : {true, false}) {
     Tensor want = Tensor::empty(ys, t), got = dirty(ys, t);
-    ops::conv2d_forward<T>(g, x.data<T>(), w.data<T>(), with_bias ? bias.data<T>() : nullptr, want.data<T>());
+    ops::cpu::kernels().conv2d_forward(g, x, w, with_bias ? bias : Tensor(), want);
     be.conv2d_forward(g, gx, gw, with_bias ? gbias : Tensor(), got);
     expect_near(name + (with_bias ? " forward" : " forward without bias"), want, to_cpu(got), eps);
   }
   Tensor dx = Tensor::empty(xs, t), dw = Tensor::empty(ws, t), db = Tensor::empty({g.k}, t);
-  ops::conv2d_backward<T>(g, x.data<T>(), w.data<T>(), dy.data<T>(), dx.data<T>(), dw.data<T>(), db.data<T>());
+  ops::cpu::kernels().conv2d_backward(g, x, w, dy, dx, dw, db);
   Tensor got[2][3];
   for (auto& run : got) {
     run[0] = dirty(xs, t), run[1] = dirty(ws, t), run[2] = dirty({g.k}, t);
@@ -323,8 +321,8 @@ template <class T> void check_pool_case(const PoolCase& pc, DType t) {
   Tensor gx = to_gpu(x), gdy = to_gpu(dy);
   Tensor y = Tensor::empty(ys, t), idx = Tensor::empty(ys, DType::Int64), dx = Tensor::empty(xs, t);
   Tensor got_y = dirty(ys, t), got_idx = Tensor::empty(ys, DType::Int64, gpu), got_dx = dirty(xs, t);
-  ops::max_pool2d_forward<T>(g, x.data<T>(), y.data<T>(), idx.data<int64_t>());
-  ops::max_pool2d_backward<T>(g, dy.data<T>(), idx.data<int64_t>(), dx.data<T>());
+  ops::cpu::kernels().max_pool2d_forward(g, x, y, idx);
+  ops::cpu::kernels().max_pool2d_backward(g, dy, idx, dx);
   be.max_pool2d_forward(g, gx, got_y, got_idx);
   be.max_pool2d_backward(g, gdy, got_idx, got_dx);
   expect_close("max_pool2d " + name, y, to_cpu(got_y), 0);
@@ -334,8 +332,8 @@ template <class T> void check_pool_case(const PoolCase& pc, DType t) {
   be.max_pool2d_forward(g, gx, no_idx, Tensor());
   expect_close("max_pool2d without argmax " + name, y, to_cpu(no_idx), 0);
 
-  ops::avg_pool2d_forward<T>(g, x.data<T>(), y.data<T>());
-  ops::avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
+  ops::cpu::kernels().avg_pool2d_forward(g, x, y);
+  ops::cpu::kernels().avg_pool2d_backward(g, dy, dx);
   be.avg_pool2d_forward(g, gx, got_y);
   be.avg_pool2d_backward(g, gdy, got_dx);
   expect_close("avg_pool2d " + name, y, to_cpu(got_y), 0);

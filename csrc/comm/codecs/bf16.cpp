@@ -2,7 +2,7 @@
 #include "comm/codecs/internal.h"
 #include "tensor/dtype.h"
 
-namespace nexus::comm {
+namespace nexus::comm::NX_CPU_VARIANT {
 namespace {
 
 class Bf16Codec final : public Codec {
@@ -23,4 +23,4 @@ class Bf16Codec final : public Codec {
 
 std::shared_ptr<const Codec> make_bf16_codec() { return std::make_shared<Bf16Codec>(); }
 
-}  // namespace nexus::comm
+}  // namespace nexus::comm::NX_CPU_VARIANT

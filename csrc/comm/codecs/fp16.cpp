@@ -1,34 +1,19 @@
 // "fp16": IEEE half, round to nearest even. Finite values beyond the half range saturate to
-// +-65504 (a gradient spike must not turn into inf on the wire); NaN stays NaN. Converted with
-// the compiler's _Float16 where it has one (one F16C instruction per element on x86-64-v3, 5x
-// faster than the bit-twiddling conversion tensors use), else with that conversion.
+// +-65504 (a gradient spike must not turn into inf on the wire); NaN stays NaN. Converted as
+// tensors are (tensor/half.h: the compiler's half type, one F16C instruction per element in the
+// x86-64-v3 and -v4 variants).
 #include <algorithm>
-#include <cstring>
 
 #include "comm/codecs/internal.h"
 #include "tensor/dtype.h"
 
-namespace nexus::comm {
+namespace nexus::comm::NX_CPU_VARIANT {
 namespace {
 
 constexpr float kHalfMax = 65504.0f;
 
-#if defined(__FLT16_MAX__)
-uint16_t to_half(float v) {
-  const _Float16 h = static_cast<_Float16>(v);
-  uint16_t bits;
-  std::memcpy(&bits, &h, sizeof(bits));
-  return bits;
-}
-float from_half(uint16_t bits) {
-  _Float16 h;
-  std::memcpy(&h, &bits, sizeof(bits));
-  return static_cast<float>(h);
-}
-#else
 uint16_t to_half(float v) { return float_to_fp16(v); }
 float from_half(uint16_t bits) { return fp16_to_float(bits); }
-#endif
 
 class Fp16Codec final : public Codec {
  public:
@@ -56,4 +41,4 @@ class Fp16Codec final : public Codec {
 
 std::shared_ptr<const Codec> make_fp16_codec() { return std::make_shared<Fp16Codec>(); }
 
-}  // namespace nexus::comm
+}  // namespace nexus::comm::NX_CPU_VARIANT

@@ -3,10 +3,11 @@
 // scales first, then the n int8 values. Size: n + 4 * ceil(n / 256) bytes, 0.254x of float32.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "comm/codecs/internal.h"
 
-namespace nexus::comm {
+namespace nexus::comm::NX_CPU_VARIANT {
 namespace {
 
 size_t num_blocks(size_t n) { return (n + kInt8Block - 1) / kInt8Block; }
@@ -21,7 +22,11 @@ class Int8BlockCodec final : public Codec {
       const size_t lo = b * kInt8Block, hi = std::min(n, lo + kInt8Block);
       float maxabs = 0;
       for (size_t i = lo; i < hi; ++i) maxabs = std::max(maxabs, std::fabs(x[i]));
-      const float scale = maxabs / 127.0f;
+      // maxabs / 127, rounded up where it rounded down so far that maxabs would round to |q| > 127
+      // (or to 0): in a block of subnormal magnitude the quotient loses most of its bits.
+      constexpr float kInf = std::numeric_limits<float>::infinity();
+      float scale = maxabs / 127.0f;
+      while (maxabs > 0 && (scale == 0 || maxabs / scale >= 127.5f)) scale = std::nextafter(scale, kInf);
       detail::store(out + sizeof(float) * b, scale);
       for (size_t i = lo; i < hi; ++i) {
         float r = scale > 0 ? std::nearbyint(x[i] / scale) : 0.0f;
@@ -45,4 +50,4 @@ class Int8BlockCodec final : public Codec {
 
 std::shared_ptr<const Codec> make_int8_block_codec() { return std::make_shared<Int8BlockCodec>(); }
 
-}  // namespace nexus::comm
+}  // namespace nexus::comm::NX_CPU_VARIANT

@@ -1,7 +1,7 @@
 // "none": float32 as is. Lossless; the ring's reference wire format.
 #include "comm/codecs/internal.h"
 
-namespace nexus::comm {
+namespace nexus::comm::NX_CPU_VARIANT {
 namespace {
 
 class NoneCodec final : public Codec {
@@ -27,4 +27,4 @@ class NoneCodec final : public Codec {
 
 std::shared_ptr<const Codec> make_none_codec() { return std::make_shared<NoneCodec>(); }
 
-}  // namespace nexus::comm
+}  // namespace nexus::comm::NX_CPU_VARIANT

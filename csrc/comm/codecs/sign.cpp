@@ -5,7 +5,7 @@
 
 #include "comm/codecs/internal.h"
 
-namespace nexus::comm {
+namespace nexus::comm::NX_CPU_VARIANT {
 namespace {
 
 class SignCodec final : public Codec {
@@ -39,4 +39,4 @@ class SignCodec final : public Codec {
 
 std::shared_ptr<const Codec> make_sign_codec() { return std::make_shared<SignCodec>(); }
 
-}  // namespace nexus::comm
+}  // namespace nexus::comm::NX_CPU_VARIANT

@@ -8,7 +8,7 @@
 
 #include "comm/codecs/internal.h"
 
-namespace nexus::comm {
+namespace nexus::comm::NX_CPU_VARIANT {
 namespace {
 
 class TopKCodec final : public Codec {
@@ -59,4 +59,4 @@ class TopKCodec final : public Codec {
 
 std::shared_ptr<const Codec> make_topk_codec(double ratio) { return std::make_shared<TopKCodec>(ratio); }
 
-}  // namespace nexus::comm
+}  // namespace nexus::comm::NX_CPU_VARIANT

@@ -4,7 +4,7 @@
 // for every kernel tap, the input pixel each output position reads (0 in the padding); a group
 // of images shares one gemm with their columns side by side. Backward reverses it: dcol = w^T *
 // dy scattered back by col2im gives dx, and dw = dy * col^T summed over the batch.
-#include "ops/cpu/conv_kernel.h"
+#include "ops/cpu/kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,20 +15,20 @@
 #include <type_traits>
 #include <vector>
 
-#include "base/checked.h"
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "ops/blas.h"
 #include "tensor/allocator.h"
 
-namespace nexus::ops {
+// The direct kernels' lambdas return GCC vectors wider than the baseline's registers; GCC notes
+// that their ABI differs between variants, which is moot for functions local to this file.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace nexus::ops::cpu::NX_CPU_VARIANT {
 namespace {
 
 // Sums over windows, rows and the batch are carried in double for both float and double.
 using Acc = double;
-
-// "2" when both values agree, "2x3" otherwise: how sizes appear in error messages.
-std::string pair_str(int64_t a, int64_t b) { return a == b ? str(a) : str(a, "x", b); }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -296,42 +296,6 @@ template <class T> void window_max(const T* plane, int64_t width, const Window& 
 
 }  // namespace
 
-// ---- validation ---------------------------------------------------------------------------------
-
-// h + 2 * pad, the padded extent; ValueError when it passes int64 (a huge padding).
-static int64_t padded(int64_t h, int64_t pad, const char* op) {
-  int64_t twice = 0, out = 0;
-  NX_CHECK(checked_mul(pad, 2, &twice) && checked_add(h, twice, &out), op, ": padding ", pad,
-           " is too large (the padded input passes 2^63)");
-  return out;
-}
-
-void check_conv2d(const Conv2dGeometry& g, const char* op) {
-  NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
-  NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0 && g.k > 0 && g.kh > 0 && g.kw > 0, op,
-           ": sizes must be positive, got input (", g.n, ", ", g.c, ", ", g.h, ", ", g.w, ") and weight (", g.k, ", ",
-           g.c, ", ", g.kh, ", ", g.kw, ")");
-  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ", pair_str(g.stride_h, g.stride_w));
-  NX_CHECK(g.pad_h >= 0 && g.pad_w >= 0, op, ": padding must be non-negative, got ", pair_str(g.pad_h, g.pad_w));
-  const int64_t ph = padded(g.h, g.pad_h, op), pw = padded(g.w, g.pad_w, op);
-  NX_CHECK(g.kh <= ph && g.kw <= pw, op, ": kernel ", g.kh, "x", g.kw, " is larger than the padded input ", ph, "x", pw,
-           " (padding ", pair_str(g.pad_h, g.pad_w), "); valid: kernel <= input + 2*padding");
-}
-
-void check_pool2d(const Pool2dGeometry& g, const char* op) {
-  NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
-  NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0, op, ": sizes must be positive, got input (", g.n, ", ", g.c, ", ", g.h, ", ",
-           g.w, ")");
-  NX_CHECK(g.kh > 0 && g.kw > 0, op, ": kernel size must be positive, got ", g.kh, "x", g.kw);
-  NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ", pair_str(g.stride_h, g.stride_w));
-  NX_CHECK(g.pad >= 0, op, ": padding must be non-negative, got ", g.pad);
-  NX_CHECK(g.pad <= g.kh / 2 && g.pad <= g.kw / 2, op, ": padding ", g.pad, " is more than half the kernel ", g.kh, "x",
-           g.kw, "; valid: padding <= kernel / 2 = ", std::min(g.kh, g.kw) / 2);
-  const int64_t ph = padded(g.h, g.pad, op), pw = padded(g.w, g.pad, op);
-  NX_CHECK(g.kh <= ph && g.kw <= pw, op, ": kernel ", g.kh, "x", g.kw, " is larger than the padded input ", ph, "x", pw,
-           " (padding ", g.pad, "); valid: kernel <= input + 2*padding");
-}
-
 // ---- conv2d -------------------------------------------------------------------------------------
 
 // Groups are independent forward, so they run in parallel, each task with its own scratch (the
@@ -574,19 +538,49 @@ template <class T> void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy
   });
 }
 
-// ---- explicit instantiations ----------------------------------------------------------------
+// ---- the table's entries: tensors in, the templates above per dtype -----------------------------
 
-#define NX_INSTANTIATE_CONV_KERNELS(T)                                                               \
-  template void conv2d_forward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*);          \
-  template void conv2d_backward<T>(const Conv2dGeometry&, const T*, const T*, const T*, T*, T*, T*); \
-  template void max_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*, int64_t*);                \
-  template void max_pool2d_backward<T>(const Pool2dGeometry&, const T*, const int64_t*, T*);         \
-  template void avg_pool2d_forward<T>(const Pool2dGeometry&, const T*, T*);                          \
-  template void avg_pool2d_backward<T>(const Pool2dGeometry&, const T*, T*);
+template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 
-NX_INSTANTIATE_CONV_KERNELS(float)
-NX_INSTANTIATE_CONV_KERNELS(double)
+void add_conv(Kernels& k) {
+  k.conv2d_forward = [](const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                        const Tensor& y) {
+    dispatch_float(y.dtype(), "conv2d", [&](auto t) {
+      using T = decltype(t);
+      conv2d_forward<T>(g, x.data<T>(), w.data<T>(), ptr<T>(bias), y.data<T>());
+    });
+  };
+  k.conv2d_backward = [](const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                         const Tensor& dw, const Tensor& dbias) {
+    dispatch_float(dy.dtype(), "conv2d backward", [&](auto t) {
+      using T = decltype(t);
+      conv2d_backward<T>(g, x.data<T>(), w.data<T>(), dy.data<T>(), ptr<T>(dx), ptr<T>(dw), ptr<T>(dbias));
+    });
+  };
+  k.max_pool2d_forward = [](const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& argmax) {
+    dispatch_float(y.dtype(), "max_pool2d", [&](auto t) {
+      using T = decltype(t);
+      max_pool2d_forward<T>(g, x.data<T>(), y.data<T>(), ptr<int64_t>(argmax));
+    });
+  };
+  k.max_pool2d_backward = [](const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, const Tensor& dx) {
+    dispatch_float(dx.dtype(), "max_pool2d backward", [&](auto t) {
+      using T = decltype(t);
+      max_pool2d_backward<T>(g, dy.data<T>(), argmax.data<int64_t>(), dx.data<T>());
+    });
+  };
+  k.avg_pool2d_forward = [](const Pool2dGeometry& g, const Tensor& x, const Tensor& y) {
+    dispatch_float(y.dtype(), "avg_pool2d", [&](auto t) {
+      using T = decltype(t);
+      avg_pool2d_forward<T>(g, x.data<T>(), y.data<T>());
+    });
+  };
+  k.avg_pool2d_backward = [](const Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) {
+    dispatch_float(dx.dtype(), "avg_pool2d backward", [&](auto t) {
+      using T = decltype(t);
+      avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
+    });
+  };
+}
 
-#undef NX_INSTANTIATE_CONV_KERNELS
-
-}  // namespace nexus::ops
+}  // namespace nexus::ops::cpu::NX_CPU_VARIANT

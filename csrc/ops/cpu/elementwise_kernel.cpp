@@ -8,7 +8,7 @@
 #include "ops/cpu/loops.h"
 #include "codegen/kernel_dispatch.h"  // the op table's kern:: functions, shared with fused kernels
 
-namespace nexus::ops::cpu {
+namespace nexus::ops::cpu::NX_CPU_VARIANT {
 namespace {
 
 struct Half {
@@ -115,7 +115,7 @@ template <class T> void binary_typed(BinaryOp op, const Tensor& out, const Tenso
 
 }  // namespace
 
-void cast_kernel(const Tensor& dst, const Tensor& src) {
+static void cast_kernel(const Tensor& dst, const Tensor& src) {
   dispatch_storage(dst.dtype(), [&](auto u) {
     using U = decltype(u);
     dispatch_storage(src.dtype(), [&](auto t) {
@@ -127,7 +127,7 @@ void cast_kernel(const Tensor& dst, const Tensor& src) {
   });
 }
 
-void fill_kernel(const Tensor& out, double value) {
+static void fill_kernel(const Tensor& out, double value) {
   dispatch_storage(out.dtype(), [&](auto u) {
     using U = decltype(u);
     const U v = from_double<U>(value);
@@ -137,15 +137,15 @@ void fill_kernel(const Tensor& out, double value) {
   });
 }
 
-void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& x) {
+static void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& x) {
   dispatch_compute(x.dtype(), op_name(op), [&](auto t) { unary_typed<decltype(t)>(op, out, x); });
 }
 
-void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+static void binary_kernel(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   dispatch_compute(a.dtype(), op_name(op), [&](auto t) { binary_typed<decltype(t)>(op, out, a, b); });
 }
 
-void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+static void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   dispatch_compute(a.dtype(), "where", [&](auto t) {
     using T = decltype(t);
     StridedLoop<4>(out.shape(), {&out, &cond, &a, &b}).run([](char** p, const int64_t* s, int64_t n) {
@@ -157,12 +157,12 @@ void where_kernel(const Tensor& out, const Tensor& cond, const Tensor& a, const 
   });
 }
 
-Tensor broadcast_view(const Tensor& t, const Shape& shape) {
-  if (t.shape() == shape) return t;
-  Strides st(shape.size(), 0);
-  size_t off = shape.size() - t.shape().size();
-  for (size_t i = 0; i < t.shape().size(); ++i) st[off + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
-  return Tensor::view_of(t.storage(), t.offset(), shape, st, t.dtype());
+void add_elementwise(Kernels& k) {
+  k.cast = cast_kernel;
+  k.fill = fill_kernel;
+  k.unary = unary_kernel;
+  k.binary = binary_kernel;
+  k.where = where_kernel;
 }
 
-}  // namespace nexus::ops::cpu
+}  // namespace nexus::ops::cpu::NX_CPU_VARIANT

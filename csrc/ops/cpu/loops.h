@@ -12,6 +12,9 @@
 #include "tensor/tensor.h"
 
 namespace nexus::ops::cpu {
+#ifdef NX_CPU_VARIANT
+inline namespace NX_CPU_VARIANT {  // a CPU variant's own copy (base/cpu_variant.h)
+#endif
 
 template <int N> struct StridedLoop {
   std::vector<int64_t> shape;                   // after merging, innermost last
@@ -85,4 +88,7 @@ template <int N> struct StridedLoop {
 // have validated the broadcast.
 Tensor broadcast_view(const Tensor& t, const Shape& shape);
 
+#ifdef NX_CPU_VARIANT
+}  // namespace NX_CPU_VARIANT
+#endif
 }  // namespace nexus::ops::cpu

@@ -1,7 +1,7 @@
 // Optimizer update loops. Each inner loop runs over contiguous restrict pointers with no branch
 // per element (variants are chosen outside the loop), so the compiler vectorises it. The formulas
 // follow PyTorch's single-tensor implementations operation by operation.
-#include "ops/cpu/optim_kernel.h"
+#include "ops/cpu/kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 
-namespace nexus::ops::cpu {
+namespace nexus::ops::cpu::NX_CPU_VARIANT {
 namespace {
 
 // Element offsets of each segment in the virtual concatenation of all segments.
@@ -98,7 +98,7 @@ template <class T> double sum_squares(const T* __restrict x, int64_t n) {
 
 }  // namespace
 
-void sgd_kernel(const std::vector<OptimSegment>& segs, const SgdCoeffs& c) {
+static void sgd_kernel(const std::vector<OptimSegment>& segs, const SgdCoeffs& c) {
   parallel_pieces(segs, [&](const OptimSegment& s, int64_t lo, int64_t hi) {
     dispatch(s.dtype, [&](auto zero) {
       using T = decltype(zero);
@@ -113,7 +113,7 @@ void sgd_kernel(const std::vector<OptimSegment>& segs, const SgdCoeffs& c) {
   });
 }
 
-void adam_kernel(const std::vector<OptimSegment>& segs, const AdamCoeffs& c) {
+static void adam_kernel(const std::vector<OptimSegment>& segs, const AdamCoeffs& c) {
   parallel_pieces(segs, [&](const OptimSegment& s, int64_t lo, int64_t hi) {
     dispatch(s.dtype, [&](auto zero) {
       using T = decltype(zero);
@@ -124,7 +124,7 @@ void adam_kernel(const std::vector<OptimSegment>& segs, const AdamCoeffs& c) {
   });
 }
 
-double sum_squares_kernel(const std::vector<OptimSegment>& segs) {
+static double sum_squares_kernel(const std::vector<OptimSegment>& segs) {
   std::vector<int64_t> start = segment_starts(segs);
   int64_t blocks = (start.back() + kNormBlock - 1) / kNormBlock;
   std::vector<double> partial(size_t(blocks), 0.0);
@@ -145,7 +145,7 @@ double sum_squares_kernel(const std::vector<OptimSegment>& segs) {
   return total;
 }
 
-void scale_grads_kernel(const std::vector<OptimSegment>& segs, double scale) {
+static void scale_grads_kernel(const std::vector<OptimSegment>& segs, double scale) {
   parallel_pieces(segs, [&](const OptimSegment& s, int64_t lo, int64_t hi) {
     dispatch(s.dtype, [&](auto zero) {
       using T = decltype(zero);
@@ -156,4 +156,11 @@ void scale_grads_kernel(const std::vector<OptimSegment>& segs, double scale) {
   });
 }
 
-}  // namespace nexus::ops::cpu
+void add_optim(Kernels& k) {
+  k.sgd = sgd_kernel;
+  k.adam = adam_kernel;
+  k.sum_squares = sum_squares_kernel;
+  k.scale_grads = scale_grads_kernel;
+}
+
+}  // namespace nexus::ops::cpu::NX_CPU_VARIANT

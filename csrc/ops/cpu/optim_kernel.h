@@ -1,5 +1,6 @@
-// CPU kernels for optimizer updates. The front end (ops/optim.cpp) checks the tensors and turns
-// hyperparameters into coefficients; these loops only apply them. All parameters form one
+// What the CPU optimizer kernels (kernels.h: sgd, adam, sum_squares, scale_grads) take. The front
+// end (ops/optim.cpp) checks the tensors and turns hyperparameters into coefficients; the loops
+// only apply them. All parameters form one
 // virtual flat buffer that is split over the thread pool, so many small parameters and a few
 // large ones both keep every thread busy, and every element is updated independently (the
 // result does not depend on the split).
@@ -36,14 +37,5 @@ struct AdamCoeffs {
   double decay;  // AdamW: 1 - lr*weight_decay applied to the parameter; Adam: 1
   double one_minus_beta1, beta2, one_minus_beta2, eps;
 };
-
-void sgd_kernel(const std::vector<OptimSegment>& segs, const SgdCoeffs& c);
-void adam_kernel(const std::vector<OptimSegment>& segs, const AdamCoeffs& c);
-
-// Sum of squares of every segment's `grad`, in double, over fixed-size blocks summed in order.
-double sum_squares_kernel(const std::vector<OptimSegment>& segs);
-
-// grad *= scale for every segment (`grad` is written: the caller passes writable gradients).
-void scale_grads_kernel(const std::vector<OptimSegment>& segs, double scale);
 
 }  // namespace nexus::ops::cpu

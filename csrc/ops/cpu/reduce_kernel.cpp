@@ -1,4 +1,4 @@
-#include "ops/cpu/reduce_kernel.h"
+#include "ops/cpu/kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,10 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "codegen/kernel_ops.h"  // kern::add: integer sums wrap as numpy's, without UB
+#include "ops/ops.h"                 // copy_
+#include "codegen/kernel_prelude.h"  // kern::add: integer sums wrap as numpy's, without UB
 
-namespace nexus::ops::cpu {
+namespace nexus::ops::cpu::NX_CPU_VARIANT {
 namespace {
 
 // Float sums accumulate 16 lanes in T over blocks of kBlock, block totals in double: numpy-level
@@ -159,7 +160,7 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& x, const std::ve
 
 }  // namespace
 
-void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes) {
+static void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes) {
   dispatch_compute(x.dtype(), "reduce", [&](auto t) {
     using T = decltype(t);
     if (out.dtype() == x.dtype()) {
@@ -173,7 +174,7 @@ void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& x, const std::v
   });
 }
 
-void argmax_kernel(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) {
+static void argmax_kernel(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) {
   dispatch_compute(x.dtype(), "argmax", [&](auto t) {
     using T = decltype(t);
     const T* px = x.data<T>();
@@ -196,4 +197,9 @@ void argmax_kernel(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) 
   });
 }
 
-}  // namespace nexus::ops::cpu
+void add_reduce(Kernels& k) {
+  k.reduce = reduce_kernel;
+  k.argmax = argmax_kernel;
+}
+
+}  // namespace nexus::ops::cpu::NX_CPU_VARIANT

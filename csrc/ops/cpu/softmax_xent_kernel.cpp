@@ -1,4 +1,4 @@
-#include "ops/cpu/softmax_xent_kernel.h"
+#include "ops/cpu/kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "base/thread_pool.h"
 #include "ops/cpu/vec_math.h"
 
-namespace nexus::ops::cpu {
+namespace nexus::ops::cpu::NX_CPU_VARIANT {
 namespace {
 
 template <class T> T exp_of(T v) {
@@ -57,11 +57,24 @@ template <class T> void xent_backward(const T* x, const int64_t* labels, const T
   });
 }
 
-template void xent_forward<float>(const float*, const int64_t*, int64_t, int64_t, float*, float*, float*);
-template void xent_forward<double>(const double*, const int64_t*, int64_t, int64_t, double*, double*, double*);
-template void xent_backward<float>(const float*, const int64_t*, const float*, const float*, const float*, int64_t,
-                                   int64_t, int64_t, float*);
-template void xent_backward<double>(const double*, const int64_t*, const double*, const double*, const double*, int64_t,
-                                    int64_t, int64_t, double*);
+void add_xent(Kernels& k) {
+  k.xent_forward = [](const Tensor& x, const Tensor& labels, const Tensor& nll, const Tensor& stats) {
+    const int64_t rows = x.shape()[0], classes = x.shape()[1];
+    dispatch_float(x.dtype(), "cross_entropy", [&](auto t) {
+      using T = decltype(t);
+      xent_forward<T>(x.data<T>(), labels.data<int64_t>(), rows, classes, nll.data<T>(), stats.data<T>(),
+                      stats.data<T>() + rows);
+    });
+  };
+  k.xent_backward = [](const Tensor& x, const Tensor& labels, const Tensor& stats, const Tensor& g, bool per_row,
+                       const Tensor& dx) {
+    const int64_t rows = x.shape()[0], classes = x.shape()[1];
+    dispatch_float(x.dtype(), "cross_entropy backward", [&](auto t) {
+      using T = decltype(t);
+      xent_backward<T>(x.data<T>(), labels.data<int64_t>(), stats.data<T>(), stats.data<T>() + rows, g.data<T>(),
+                       per_row ? 1 : 0, rows, classes, dx.data<T>());
+    });
+  };
+}
 
-}  // namespace nexus::ops::cpu
+}  // namespace nexus::ops::cpu::NX_CPU_VARIANT

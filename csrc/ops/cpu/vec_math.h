@@ -23,6 +23,9 @@
 #include <limits>
 
 namespace nexus::ops::vec {
+#ifdef NX_CPU_VARIANT
+inline namespace NX_CPU_VARIANT {  // a CPU variant's own copy (base/cpu_variant.h)
+#endif
 namespace detail {
 
 inline std::uint32_t to_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
@@ -219,4 +222,7 @@ inline float sin(float x) {
 }
 inline float cos(float x) { return detail::sin_shifted(x, 1.0); }
 
+#ifdef NX_CPU_VARIANT
+}  // namespace NX_CPU_VARIANT
+#endif
 }  // namespace nexus::ops::vec

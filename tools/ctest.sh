@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the core alone (NEXUS_PYTHON=OFF: no Python extensions) with its C++ tests (tests/cpp) and
+# runs them with CTest.
+# Usage: tools/ctest.sh [BUILD_DIR]      (default build/ctest)
+# NEXUS_CTEST_CMAKE_ARGS: more configure arguments, split on spaces, e.g. for another target
+# "-DCMAKE_TOOLCHAIN_FILE=... -DNEXUS_BLAS_ROOT=<its scipy_openblas32 directory>". Without
+# NEXUS_BLAS_ROOT there, the scipy-openblas32 wheel of this Python is the BLAS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/ctest}
+read -r -a extra <<<"${NEXUS_CTEST_CMAKE_ARGS:-}"
+blas=()
+if [[ " ${NEXUS_CTEST_CMAKE_ARGS:-}" != *" -DNEXUS_BLAS_ROOT="* ]]; then
+  root=$(python -c 'import scipy_openblas32; print(scipy_openblas32.__path__[0])') ||
+    { echo "ctest.sh: pip install scipy-openblas32, or pass -DNEXUS_BLAS_ROOT=... in NEXUS_CTEST_CMAKE_ARGS"; exit 1; }
+  blas=("-DNEXUS_BLAS_ROOT=$root")
+fi
+cmake -S . -B "$build" -DNEXUS_PYTHON=OFF -DNEXUS_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${blas[@]}" "${extra[@]}"
+cmake --build "$build" --parallel "$(nproc)"
+cd "$build" && ctest --output-on-failure
