@@ -98,7 +98,7 @@ def main(argv=None) -> int:
 
     print(f"# benchmarks/portable.py{' --quick' if args.quick else ''} --rounds {args.rounds}\n")
     print(f"- CPU features seen: {info['cpu_features']}; 2 threads; each figure the median over {args.rounds} rounds "
-          "of per-process medians\n")
+          f"of per-process medians; load average {os.getloadavg()[0]:.2f} at the end (a busy machine adds noise)\n")
     names = list(configs)
     print("| op | native ms | " + " | ".join(f"{n} ms (ratio)" for n in names[1:]) + " |")
     print("| --- " * len(names) + "| --- |")

@@ -2,6 +2,7 @@
 # Builds the core alone (NEXUS_PYTHON=OFF: no Python extensions) with its C++ tests (tests/cpp) and
 # runs them with CTest.
 # Usage: tools/ctest.sh [BUILD_DIR]      (default build/ctest)
+# NEXUS_CTEST_BUILD_ONLY=1: configure and build, run nothing.
 # NEXUS_CTEST_CMAKE_ARGS: more configure arguments, split on spaces, e.g. for another target
 # "-DCMAKE_TOOLCHAIN_FILE=... -DNEXUS_BLAS_ROOT=<its scipy_openblas32 directory>". Without
 # NEXUS_BLAS_ROOT there, the scipy-openblas32 wheel of this Python is the BLAS.
@@ -17,4 +18,5 @@ if [[ " ${NEXUS_CTEST_CMAKE_ARGS:-}" != *" -DNEXUS_BLAS_ROOT="* ]]; then
 fi
 cmake -S . -B "$build" -DNEXUS_PYTHON=OFF -DNEXUS_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${blas[@]}" "${extra[@]}"
 cmake --build "$build" --parallel "$(nproc)"
+[[ -n "${NEXUS_CTEST_BUILD_ONLY:-}" ]] && exit 0  # tools/ctest-aarch64.sh without --run
 cd "$build" && ctest --output-on-failure
