@@ -19,10 +19,10 @@ struct Feature {
   bool present;
 };
 
-// The features each variant needs, as /proc/cpuinfo spells them. x86-64-v3 and -v4 are the
-// psABI levels (https://gitlab.com/x86-psABIs/x86-64-ABI); the compiler may use any of their
-// instructions once the variant is compiled with that -march.
-std::vector<Feature> required(CpuVariant v) {
+// The features each variant adds to the one below it, as /proc/cpuinfo spells them. x86-64-v3
+// and -v4 are the psABI levels (https://gitlab.com/x86-psABIs/x86-64-ABI); the compiler may use
+// any of their instructions once the variant is compiled with that -march.
+std::vector<Feature> added(CpuVariant v) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   auto f = [](const char* name, bool present) { return Feature{name, present}; };
@@ -72,6 +72,17 @@ const Built& entry(CpuVariant v) {
   return kVariants.front();
 }
 
+// What a variant needs: its features and those of every variant below it.
+std::vector<Feature> required(CpuVariant v) {
+  std::vector<Feature> all;
+  for (CpuVariant level : {CpuVariant::baseline, CpuVariant::avx2, CpuVariant::avx512}) {
+    const std::vector<Feature> more = added(level);
+    all.insert(all.end(), more.begin(), more.end());
+    if (level == v) return all;
+  }
+  return added(v);
+}
+
 std::string built_names() {
   std::string s;
   for (CpuVariant v : built_cpu_variants()) s += std::string(s.empty() ? "" : ", ") + cpu_variant_name(v);
@@ -102,7 +113,7 @@ bool cpu_supports(CpuVariant v, std::string* why) {
 std::string cpu_features() {
   std::string s;
   for (const Built& b : kVariants)
-    for (const Feature& f : required(b.variant))
+    for (const Feature& f : added(b.variant))
       if (f.present) s += std::string(s.empty() ? "" : " ") + f.name;
   return s;
 }
