@@ -2,7 +2,6 @@
 #include <cmath>
 
 #include "device/backend.h"
-#include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
 #include "ops/derivatives.h"
 #include "ops/dispatch.h"

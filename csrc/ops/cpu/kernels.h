@@ -58,9 +58,6 @@ const Kernels& kernels();
 // Each variant's table (table.cpp); defined for the variants built.
 NX_CPU_VARIANT_TABLES(Kernels, kernels_for);
 
-// Tensor `t` viewed with shape `shape` (numpy broadcasting; stride 0 on broadcast dimensions).
-Tensor broadcast_view(const Tensor& t, const Shape& shape);
-
 #ifdef NX_CPU_VARIANT
 inline namespace NX_CPU_VARIANT {  // inline, as loops.h opens it (base/cpu_variant.h)
 // Each kernel file of the variant fills its entries of the table.

@@ -84,11 +84,12 @@ template <int N> struct StridedLoop {
   }
 };
 
-// A broadcast view of `t` with shape `shape` (stride 0 on expanded dims). No checks: callers
-// have validated the broadcast.
-Tensor broadcast_view(const Tensor& t, const Shape& shape);
-
 #ifdef NX_CPU_VARIANT
 }  // namespace NX_CPU_VARIANT
 #endif
+
+// A broadcast view of `t` with shape `shape` (stride 0 on expanded dims). No checks: callers
+// have validated the broadcast. (ops/elementwise.cpp; one for all variants: no loop in it.)
+Tensor broadcast_view(const Tensor& t, const Shape& shape);
+
 }  // namespace nexus::ops::cpu
