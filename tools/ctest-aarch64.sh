@@ -1,18 +1,15 @@
 #!/usr/bin/env bash
-# The core and its C++ tests cross-compiled for aarch64 with Debian's g++-aarch64-linux-gnu
-# (apt-get installs it when missing, as root), against the scipy-openblas32 wheel for manylinux
-# aarch64, as on an ARM machine: proves the ARM build from an x86 one.
+# The core and its C++ tests cross-compiled for aarch64 with Debian's g++-aarch64-linux-gnu against
+# the scipy-openblas32 wheel for manylinux aarch64, as on an ARM machine, then run under
+# qemu-aarch64 (Debian's qemu-user-static; zlib1g:arm64 for the wheel's libgfortran): proves the
+# ARM build and its results from an x86 machine. apt-get installs what is missing (as root).
 #
-# --run also runs the tests under qemu-aarch64 (qemu-user-static, and zlib1g:arm64 for the wheel's
-# libgfortran). Not by default: with Debian 12's qemu 7.2 the aarch64 OpenBLAS hangs in its
-# load-time initialisation (any program linking it, before main), so no test gets to start.
-#
-#   bash tools/ctest-aarch64.sh [--run] [BUILD_DIR]     # default: build/ctest-aarch64
+#   bash tools/ctest-aarch64.sh [--build-only] [BUILD_DIR]     # default: build/ctest-aarch64
 set -euo pipefail
 cd "$(dirname "$0")/.."
-run=0
-if [[ "${1:-}" == "--run" ]]; then
-  run=1
+run=1
+if [[ "${1:-}" == "--build-only" ]]; then
+  run=0
   shift
 fi
 build=${1:-build/ctest-aarch64}
@@ -34,12 +31,12 @@ if [[ ! -f "$blas/scipy_openblas32/include/cblas.h" ]]; then
   python -m zipfile -e "$blas"/wheel/scipy_openblas32-*.whl "$blas"
 fi
 args="-DCMAKE_TOOLCHAIN_FILE=$PWD/cmake/toolchains/aarch64-linux-gnu.cmake -DNEXUS_BLAS_ROOT=$blas/scipy_openblas32"
+NEXUS_CTEST_CMAKE_ARGS="$args ${NEXUS_CTEST_CMAKE_ARGS:-}" NEXUS_CTEST_BUILD_ONLY=1 bash tools/ctest.sh "$build"
+for f in "$build"/libnexus_core.so "$build"/tests/cpp/test_kernels; do
+  readelf -h "$f" | grep -q "Machine:.*AArch64" || { echo "ctest-aarch64.sh: $f is not an AArch64 binary"; exit 1; }
+  echo "ctest-aarch64.sh: built $f (AArch64)"
+done
+# The toolchain file made qemu-aarch64 CTest's emulator: ctest runs each test through it.
 if ((run)); then
-  NEXUS_CTEST_CMAKE_ARGS="$args ${NEXUS_CTEST_CMAKE_ARGS:-}" bash tools/ctest.sh "$build"
-else
-  NEXUS_CTEST_CMAKE_ARGS="$args ${NEXUS_CTEST_CMAKE_ARGS:-}" NEXUS_CTEST_BUILD_ONLY=1 bash tools/ctest.sh "$build"
-  for f in "$build"/libnexus_core.so "$build"/tests/cpp/test_kernels; do
-    readelf -h "$f" | grep -q "Machine:.*AArch64" || { echo "ctest-aarch64.sh: $f is not an AArch64 binary"; exit 1; }
-    echo "ctest-aarch64.sh: built $f (AArch64)"
-  done
+  cd "$build" && ctest --output-on-failure
 fi

@@ -18,5 +18,5 @@ if [[ " ${NEXUS_CTEST_CMAKE_ARGS:-}" != *" -DNEXUS_BLAS_ROOT="* ]]; then
 fi
 cmake -S . -B "$build" -DNEXUS_PYTHON=OFF -DNEXUS_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${blas[@]}" "${extra[@]}"
 cmake --build "$build" --parallel "$(nproc)"
-[[ -n "${NEXUS_CTEST_BUILD_ONLY:-}" ]] && exit 0  # tools/ctest-aarch64.sh without --run
+[[ -n "${NEXUS_CTEST_BUILD_ONLY:-}" ]] && exit 0  # tools/ctest-aarch64.sh: it checks the binaries, then runs ctest
 cd "$build" && ctest --output-on-failure

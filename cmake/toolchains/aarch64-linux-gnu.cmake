@@ -12,5 +12,10 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 find_program(NEXUS_QEMU_AARCH64 NAMES qemu-aarch64-static qemu-aarch64)
 if(NEXUS_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR "${NEXUS_QEMU_AARCH64};-cpu;max;-L;/usr/aarch64-linux-gnu")
+  # The sysroot's libraries first: its ld.so would otherwise search /lib/aarch64-linux-gnu too and
+  # load the libc of the multiarch libc6:arm64 (a dependency of zlib1g:arm64, which the OpenBLAS
+  # wheel's libgfortran needs), and a loader and libc from two glibc builds deadlock at the first
+  # pthread_create.
+  set(CMAKE_CROSSCOMPILING_EMULATOR
+      "${NEXUS_QEMU_AARCH64};-cpu;max;-L;/usr/aarch64-linux-gnu;-E;LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib:/usr/lib/aarch64-linux-gnu")
 endif()

@@ -1,4 +1,4 @@
-// The eager elementwise and reduction kernels through the core's op API (ops/ops.h), against scalar
+// The eager elementwise, reduction and GEMM kernels through the core's op API (ops/ops.h), against scalar
 // reference loops: contiguous, strided and broadcast operands; float32, float64, int32, int64;
 // edge values (NaN, +-inf, -0.0, subnormals, the largest magnitudes, integer extremes that wrap as
 // the op table says); sizes on both sides of the vector width and of the thread pool's split
@@ -33,6 +33,8 @@ const Shape kShapes2[] = {{3, 5}, {17, 33}, {64, 129}, {257, 129}};
 
 template <class T> Tensor tensor(const Shape& shape, const std::vector<T>& v) {
   Tensor t = Tensor::empty(shape, DTypeOf<T>::value);
+  if (int64_t(v.size()) != t.numel())
+    throw std::logic_error("tensor(): " + std::to_string(v.size()) + " values for a shape of another size");
   std::copy(v.begin(), v.end(), t.data<T>());
   return t;
 }
@@ -544,4 +546,83 @@ TEST(reductions_propagate_nan_and_infinities) {
   CHECK_THROWS(ops::amax(empty, {0}, false), ValueError, "has no identity");
   CHECK_THROWS(ops::sum(empty, {2}, false), IndexError, "out of range");
   CHECK_THROWS(ops::sum(empty, {0, 0}, false), ValueError, "repeated axis");
+}
+
+// ---- GEMM (OpenBLAS, split over the pool for large products) ------------------------------------
+
+// C[b, i, j] = sum_p A[b or 0, i, p] * B[b or 0, p, j] in long double, from the operands' elements.
+template <class T> std::vector<T> product(const std::vector<T>& a, const std::vector<T>& b, int64_t batch,
+                                          bool a_batched, bool b_batched, int64_t m, int64_t n, int64_t k) {
+  std::vector<T> c(size_t(batch * m * n));
+  for (int64_t s = 0; s < batch; ++s)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        long double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += (long double)a[size_t((a_batched ? s : 0) * m * k + i * k + p)] *
+                 b[size_t((b_batched ? s : 0) * k * n + p * n + j)];
+        c[size_t(s * m * n + i * n + j)] = T(acc);
+      }
+  return c;
+}
+
+template <class T> void check_matmul(const std::vector<int64_t>& sizes, bool transpose_a, bool transpose_b) {
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<T> uniform(-1, 1);
+  auto random = [&](int64_t n) {
+    std::vector<T> v = std::vector<T>(size_t(n));
+    for (T& e : v) e = uniform(rng);
+    return v;
+  };
+  const T tol = std::is_same_v<T, float> ? T(2e-6) : T(1e-14);
+  for (int64_t m : sizes)
+    for (int64_t n : sizes)
+      for (int64_t k : sizes) {
+        std::vector<T> av = random(m * k), bv = random(k * n);
+        // a transposed operand is a strided view of a contiguous [k, m] (or [n, k]) tensor
+        Tensor a = transpose_a ? ops::transpose(tensor<T>({k, m}, av), 0, 1) : tensor<T>({m, k}, av);
+        Tensor b = transpose_b ? ops::transpose(tensor<T>({n, k}, bv), 0, 1) : tensor<T>({k, n}, bv);
+        std::vector<T> want = product(elements<T>(a), elements<T>(b), 1, false, false, m, n, k);
+        Tensor c = ops::matmul(a, b);
+        CHECK_MSG(c.shape() == (Shape{m, n}), "shape for " << m << "x" << k << " @ " << k << "x" << n);
+        std::vector<T> got = elements<T>(c);
+        int64_t wrong = 0;
+        for (size_t i = 0; i < want.size(); ++i) wrong += !(std::abs(got[i] - want[i]) <= tol * (T(1) + T(k)));
+        CHECK_MSG(wrong == 0, wrong << " wrong of " << want.size() << " for m=" << m << " n=" << n << " k=" << k
+                                    << " ta=" << transpose_a << " tb=" << transpose_b);
+      }
+}
+
+TEST(matmul_matches_the_scalar_product_float32) {
+  Threads threads(3);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) check_matmul<float>({0, 1, 7, 33, 130}, ta, tb);
+  check_matmul<float>({257}, false, false);  // large enough to be split over the pool
+}
+
+TEST(matmul_matches_the_scalar_product_float64) {
+  Threads threads(3);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) check_matmul<double>({1, 5, 66}, ta, tb);
+}
+
+TEST(batched_matmul_broadcasts_batches_and_promotes_vectors) {
+  std::mt19937 rng(32);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::vector<float> av(4 * 3 * 5), bv(5 * 2);
+  for (float& e : av) e = uniform(rng);
+  for (float& e : bv) e = uniform(rng);
+  // [4, 3, 5] @ [5, 2]: the matrix is broadcast over the batch
+  std::vector<float> want = product(av, bv, 4, true, false, 3, 2, 5);
+  Tensor c = ops::matmul(tensor<float>({4, 3, 5}, av), tensor<float>({5, 2}, bv));
+  CHECK(c.shape() == (Shape{4, 3, 2}));
+  std::vector<float> got = elements<float>(c);
+  for (size_t i = 0; i < want.size(); ++i) CHECK_NEAR(got[i], want[i], 1e-5);
+  // vector @ matrix and matrix @ vector drop the promoted dimension
+  std::vector<float> v(bv.begin(), bv.begin() + 5);
+  CHECK(ops::matmul(tensor<float>({5}, v), tensor<float>({5, 2}, bv)).shape() == (Shape{2}));
+  CHECK(ops::matmul(tensor<float>({3, 5}, std::vector<float>(av.begin(), av.begin() + 15)), tensor<float>({5}, v))
+            .shape() == (Shape{3}));
+  CHECK_THROWS(ops::matmul(tensor<float>({2, 5}, std::vector<float>(10)), tensor<float>({2, 5}, bv)), ValueError,
+               "not aligned: 5 != 2");
 }
