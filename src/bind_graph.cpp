@@ -97,6 +97,12 @@ void bind_graph(py::module_& m) {
           "plan",
           [](const engine::TracedProgram& p) { return p.fusion() ? p.fusion()->plan : codegen::CompiledPlan{}; })
       .def_property_readonly("live", &engine::TracedProgram::live)
+      .def_property_readonly("node_names",
+                             [](const engine::TracedProgram& p) {
+                               std::vector<std::string> names;
+                               for (const auto& n : p.graph().nodes()) names.push_back(n.name);
+                               return names;
+                             })
       .def("dump", [](const engine::TracedProgram& p) { return p.graph().dump(); });
 
   // Shared-pointer held, so nexus._C_mpi's DataParallelReducer (a subclass) passes as one.

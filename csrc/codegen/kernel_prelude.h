@@ -59,6 +59,8 @@ inline float gelu(float v) { return nexus::ops::vec::gelu(v); }
 inline double gelu(double v) { return nexus::ops::vec::gelu(v); }
 inline float gelu_grad(float v) { return nexus::ops::vec::gelu_grad(v); }
 inline double gelu_grad(double v) { return nexus::ops::vec::gelu_grad(v); }
+inline float erf_(float v) { return nexus::ops::vec::erf(v); }
+inline double erf_(double v) { return std::erf(v); }
 inline float sin_(float v) { return nexus::ops::vec::sin(v); }
 inline double sin_(double v) { return std::sin(v); }
 inline float cos_(float v) { return nexus::ops::vec::cos(v); }

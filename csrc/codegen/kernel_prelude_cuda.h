@@ -56,6 +56,7 @@ NX_KERN_FN float log_(float v) { return logf(v); }     NX_KERN_FN double log_(do
 NX_KERN_FN float tanh_(float v) { return tanhf(v); }   NX_KERN_FN double tanh_(double v) { return tanh(v); }
 NX_KERN_FN float sin_(float v) { return sinf(v); }     NX_KERN_FN double sin_(double v) { return sin(v); }
 NX_KERN_FN float cos_(float v) { return cosf(v); }     NX_KERN_FN double cos_(double v) { return cos(v); }
+NX_KERN_FN float erf_(float v) { return erff(v); }     NX_KERN_FN double erf_(double v) { return erf(v); }
 // clang-format on
 NX_KERN_FN float sigmoid(float v) {
   float e = expf(-fabsf(v));

@@ -35,6 +35,7 @@
   X(Sin,      sin_,      "sin",       Float,   Same, Public)   \
   X(Cos,      cos_,      "cos",       Float,   Same, Public)   \
   X(Abs,      abs_,      "abs",       Numeric, Same, Public)   \
+  X(Erf,      erf_,      "erf",       Float,   Same, Public)   \
   X(GeluGrad, gelu_grad, "gelu_grad", Float,   Same, Backward) \
   X(Sign,     sign,      "sign",      Numeric, Same, Backward)
 

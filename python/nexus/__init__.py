@@ -23,6 +23,7 @@ from .graph import Activation, GraphBuilder, Shape
 from .model import History, Model
 from .checkpoint import load
 from .jit import TraceError, jit
+from . import onnx  # noqa: E402,F401  (nx.onnx: load and export; imports the onnx package only when used)
 from .scheduler import BatchSize, ClusterConfig, DeviceType, Epochs, Scheduler
 
 __version__ = _C.build_info()["version"]

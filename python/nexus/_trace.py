@@ -102,6 +102,7 @@ class Tracer:
         self.sources: list[tuple] = []
         self.shape_free = True
         self.read_shape = False
+        self.label: str | None = None  # names the nodes recorded next (default: the op's name)
 
     def bind_input(self, name: str, t: Tensor, source: tuple) -> int:
         v = self.graph.add_input(name, list(_shape_of(t)), t.dtype.code)
@@ -134,7 +135,7 @@ class Tracer:
             self.shape_free = False
         inputs = [self.value(t) for t in node.inputs]
         v = self.graph.add_traced(
-            kind=node.kind, inputs=inputs, name=name, unary=node.unary, binary=node.binary,
+            kind=node.kind, inputs=inputs, name=self.label or name, unary=node.unary, binary=node.binary,
             ints=node.ints, floats=node.floats, reduce=node.reduce, keepdims=node.keepdims,
             absent=node.absent, shape=list(_shape_of(out)), dtype=out.dtype.code)
         self.values[id(out)] = v

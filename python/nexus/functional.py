@@ -293,7 +293,8 @@ is ``[2, 1]``."""
 eq, ne, lt, le, gt, ge = (_binary(o) for o in (_B.eq, _B.ne, _B.lt, _B.le, _B.gt, _B.ge))
 exp, log, sqrt, tanh, sigmoid = (_unary(o) for o in (_U.exp, _U.log, _U.sqrt, _U.tanh, _U.sigmoid))
 relu, sin, cos, abs, neg = (_unary(o) for o in (_U.relu, _U.sin, _U.cos, _U.abs, _U.neg))
-gelu = _unary(_U.gelu)
+gelu, erf = _unary(_U.gelu), _unary(_U.erf)
+erf.__doc__ = "The error function, 2/sqrt(pi) times the integral of e^{-t^2} from 0 to x (torch.erf)."
 gelu.__doc__ = "GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."
 
 
@@ -479,7 +480,7 @@ __all__ = [
     "tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "arange", "rand", "randn",
     "manual_seed", "add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum",
     "minimum", "eq", "ne", "lt",
-    "le", "gt", "ge", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "sin", "cos",
+    "le", "gt", "ge", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "gelu", "erf", "sin", "cos",
     "abs", "neg", "where", "sum", "mean", "max", "min", "argmax", "var", "logsumexp", "softmax",
     "log_softmax", "reshape", "transpose", "permute", "expand", "concat", "stack", "matmul",
     "cross_entropy", "conv2d", "max_pool2d", "avg_pool2d", "dropout", "layer_norm", "batch_norm",

@@ -74,6 +74,7 @@ Worst worst_ulp(const std::vector<float>& xs, float (*f)(float), double (*ref)(d
 double ref_exp(double x) { return std::exp(x); }
 double ref_log(double x) { return std::log(x); }
 double ref_tanh(double x) { return std::tanh(x); }
+double ref_erf(double x) { return std::erf(x); }
 double ref_sin(double x) { return std::sin(x); }
 double ref_cos(double x) { return std::cos(x); }
 double ref_sigmoid(double x) { return x < 0 ? std::exp(x) / (1 + std::exp(x)) : 1 / (1 + std::exp(-x)); }
@@ -120,6 +121,13 @@ TEST(tanh_is_within_1_51_ulp) {
   // the switch from the polynomial to the exp form at |x| = 0.625, where tanh rounds to 1
   std::vector<float> c = with_negatives({0.625f, 9.010913f, 1e-3f, 0.3f, 2.0f});
   CHECK_WORST(worst_ulp(inputs(c), vec::tanh, ref_tanh), 1.51);
+}
+
+TEST(erf_is_within_2_ulp) {
+  require_build_cpu();
+  // the switch from x*P(x^2) to 1 - e^{-x^2}Q(1/x) at |x| = 1, where erf rounds to 1, tiny x
+  std::vector<float> c = with_negatives({1.0f, 0.99999994f, 3.9192059f, 4.0f, 1e-3f, 1e-30f, 0.5f, 2.0f});
+  CHECK_WORST(worst_ulp(inputs(c), vec::erf, ref_erf), 2.0);
 }
 
 TEST(sigmoid_is_within_2_40_ulp) {
@@ -178,7 +186,7 @@ TEST(special_values_follow_libm) {
   require_build_cpu();
   using Fn = float (*)(float);
   for (Fn f : std::initializer_list<Fn>{vec::exp, vec::log, vec::tanh, vec::sigmoid, vec::gelu, vec::gelu_grad,
-                                        vec::sin, vec::cos})
+                                        vec::sin, vec::cos, vec::erf})
     for (uint32_t nan_bits : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fffffffu})
       CHECK(std::isnan(f(from_bits(nan_bits))));
   CHECK_SAME(vec::exp(kInf), kInf);
@@ -195,6 +203,9 @@ TEST(special_values_follow_libm) {
   CHECK_SAME(vec::tanh(kInf), 1.0f);
   CHECK_SAME(vec::tanh(-kInf), -1.0f);
   CHECK_SAME(vec::tanh(-0.0f), -0.0f);  // odd functions keep -0
+  CHECK_SAME(vec::erf(-0.0f), -0.0f);
+  CHECK_SAME(vec::erf(kInf), 1.0f);
+  CHECK_SAME(vec::erf(-kInf), -1.0f);
   CHECK_SAME(vec::sin(-0.0f), -0.0f);
   CHECK_SAME(vec::sin(0.0f), 0.0f);
   CHECK_SAME(vec::cos(0.0f), 1.0f);

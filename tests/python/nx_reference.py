@@ -4,6 +4,8 @@ Everything here is written from the API contract, never from the Nexus sources: 
 the definitions the runtime is checked against (STYLE habit 7).
 """
 
+import math
+
 import numpy as np
 
 import nexus as nx
@@ -97,6 +99,7 @@ UNARY_REF = {
     "sin": np.sin,
     "cos": np.cos,
     "abs": np.abs,
+    "erf": np.vectorize(math.erf, otypes=[np.float64]),
     "neg": np.negative,
 }
 

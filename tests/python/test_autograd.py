@@ -78,6 +78,7 @@ CASES = {
     "sigmoid": (nx.sigmoid, [normal(2, 3)]),
     "relu": (nx.relu, [away_from_zero(2, 3)]),
     "gelu": (nx.gelu, [normal(2, 3)]),
+    "erf": (nx.erf, [normal(2, 3)]),
     "sin": (nx.sin, [normal(2, 3)]),
     "cos": (nx.cos, [normal(2, 3)]),
     "abs": (nx.abs, [away_from_zero(2, 3)]),

@@ -1,0 +1,256 @@
+"""nx.onnx.load end to end: models exported by PyTorch (an MLP, LeNet, a ResNet-style CNN with batch
+norm, a transformer encoder with dynamic batch and sequence) give onnxruntime's outputs within
+1e-4 at batch 1 and 17; Nexus's own exports load back; bad input gets a clear exception."""
+
+import io
+import threading
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import helper
+
+import nexus as nx
+
+
+def export(module, args, input_names, dynamic_axes, opset=17, fold=True) -> bytes:
+    """PyTorch's TorchScript exporter (``fold``: its constant folding, which folds batch norms)."""
+    module.eval()
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        torch.onnx.export(module, args, f, dynamo=False, input_names=input_names, output_names=["out"],
+                          dynamic_axes=dynamic_axes, opset_version=opset, do_constant_folding=fold)
+    return f.getvalue()
+
+
+def export_dynamo(module, args, input_names, dynamic_shapes, opset=18) -> bytes:
+    """PyTorch's default exporter (torch.export), which keeps every dimension symbolic."""
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(module, args, dynamo=True, input_names=input_names, output_names=["out"],
+                                    dynamic_shapes=dynamic_shapes, opset_version=opset, verbose=False)
+    return program.model_proto.SerializeToString()
+
+
+class Block(torch.nn.Module):
+    def __init__(self, c_in, c_out, stride):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(c_out)
+        self.conv2 = torch.nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(c_out)
+        self.skip = (torch.nn.Sequential(torch.nn.Conv2d(c_in, c_out, 1, stride, bias=False),
+                                         torch.nn.BatchNorm2d(c_out)) if stride != 1 or c_in != c_out else None)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return torch.relu(y + (x if self.skip is None else self.skip(x)))
+
+
+def resnet():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, 1, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(3, 2, 1), Block(16, 16, 1), Block(16, 32, 2),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10))
+    for mod in m.modules():  # statistics that are not the initial ones, so folding them matters
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.5, 0.5)
+            mod.running_var.uniform_(0.5, 2.0)
+            mod.weight.data.uniform_(0.5, 1.5)
+            mod.bias.data.uniform_(-0.2, 0.2)
+    return m
+
+
+def lenet():
+    torch.manual_seed(1)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 6, 5, padding=2), torch.nn.Tanh(), torch.nn.AvgPool2d(2),
+        torch.nn.Conv2d(6, 16, 5), torch.nn.Tanh(), torch.nn.AvgPool2d(2), torch.nn.Flatten(),
+        torch.nn.Linear(400, 120), torch.nn.Tanh(), torch.nn.Linear(120, 84), torch.nn.Tanh(),
+        torch.nn.Linear(84, 10))
+
+
+def mlp():
+    torch.manual_seed(2)
+    return torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10),
+                               torch.nn.Softmax(-1))
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, vocab=50, d=32, heads=4, layers=2):
+        super().__init__()
+        torch.manual_seed(3)
+        self.embed = torch.nn.Embedding(vocab, d)
+        layer = torch.nn.TransformerEncoderLayer(d, heads, dim_feedforward=64, dropout=0.1, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(d, 3)
+
+    def forward(self, ids, mask):
+        h = self.encoder(self.embed(ids), src_key_padding_mask=mask == 0)
+        return self.head(h.mean(1))
+
+
+CNNS = {"lenet": (lenet, (1, 28, 28)), "resnet": (resnet, (3, 32, 32))}
+
+
+@pytest.fixture(scope="module")
+def exported():
+    out = {"mlp": export(mlp(), (torch.randn(2, 784),), ["x"], {"x": {0: "batch"}})}
+    for name, (build, shape) in CNNS.items():
+        out[name] = export(build(), (torch.randn(2, *shape),), ["x"], {"x": {0: "batch"}})
+    out["resnet_bn"] = export(resnet(), (torch.randn(2, 3, 32, 32),), ["x"], {"x": {0: "batch"}}, fold=False)
+    # The TorchScript exporter bakes the sequence length into the attention's reshapes; torch.export
+    # keeps it symbolic.
+    ids, mask = torch.randint(0, 50, (2, 7)), torch.ones(2, 7, dtype=torch.int64)
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
+    out["encoder"] = export_dynamo(Encoder(), (ids, mask), ["input_ids", "attention_mask"],
+                                   {"ids": {0: batch, 1: seq}, "mask": {0: batch, 1: seq}})
+    return out
+
+
+def ort_run(model_bytes, feeds):
+    return ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet", "resnet"])
+@pytest.mark.parametrize("batch", [1, 17])
+def test_pytorch_models_match_onnxruntime(exported, name, batch):
+    shape = (784,) if name == "mlp" else CNNS[name][1]
+    x = np.random.default_rng(batch).standard_normal((batch, *shape)).astype(np.float32)
+    m = nx.onnx.load(exported[name])
+    assert [i.name for i in m.inputs] == ["x"] and m.inputs[0].shape[0] == "batch"
+    np.testing.assert_allclose(m.run(x), ort_run(exported[name], {"x": x}), atol=1e-4, rtol=1e-4)
+
+
+def test_batch_norms_are_folded_into_the_convolutions(exported):
+    m = nx.onnx.load(exported["resnet_bn"])  # exported with its batch norms as nodes
+    x = np.random.default_rng(5).standard_normal((3, 3, 32, 32)).astype(np.float32)
+    np.testing.assert_allclose(m.run(x), ort_run(exported["resnet_bn"], {"x": x}), atol=1e-4, rtol=1e-4)
+    s = m.summary()
+    assert "6 batch norms folded" in s and "fused kernels" in s, s
+    assert "BatchNormalization" not in s
+
+
+@pytest.mark.parametrize("batch,seq", [(1, 5), (17, 12), (3, 1)])
+def test_transformer_encoder_with_dynamic_batch_and_sequence(exported, batch, seq):
+    rng = np.random.default_rng(seq)
+    ids = rng.integers(0, 50, (batch, seq)).astype(np.int64)
+    mask = np.ones((batch, seq), np.int64)
+    mask[0, seq // 2 + 1:] = 0  # padding at the end of the first sequence
+    m = nx.onnx.load(exported["encoder"])
+    want = ort_run(exported["encoder"], {"input_ids": ids, "attention_mask": mask})
+    np.testing.assert_allclose(m.run({"input_ids": ids, "attention_mask": mask}), want, atol=1e-4, rtol=1e-4)
+    # the same model, other shapes, no reload; keyword inputs
+    np.testing.assert_allclose(m.run(input_ids=ids[:1, :3], attention_mask=mask[:1, :3]),
+                               ort_run(exported["encoder"], {"input_ids": ids[:1, :3], "attention_mask": mask[:1, :3]}),
+                               atol=1e-4, rtol=1e-4)
+
+
+def test_nexus_models_round_trip(tmp_path):
+    g = (nx.GraphBuilder(seed=1).input("image", nx.Shape(1, 2, 10, 10))
+         .conv2d(4, 3, padding="same", activation="relu").batch_norm().max_pool2d(2).flatten().dense(3, "softmax"))
+    model = g.compile(optimizer=nx.optim.SGD(lr=0.1))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 2, 10, 10)).astype(np.float32)
+    model.fit(x, rng.integers(0, 3, 8), epochs=1, batch_size=4, progress=False)
+    path = tmp_path / "model.onnx"
+    model.export_onnx(str(path), opset=17)
+    np.testing.assert_allclose(nx.onnx.load(str(path)).run(x), model.predict(x), atol=1e-5, rtol=1e-5)
+
+
+def test_tensors_in_tensors_out_and_concurrent_calls(exported):
+    m = nx.onnx.load(exported["mlp"])
+    x = np.random.default_rng(4).standard_normal((5, 784)).astype(np.float32)
+    want = m.run(x)
+    out = m.run(nx.from_numpy(x))
+    assert isinstance(out, nx.Tensor)
+    np.testing.assert_array_equal(out.numpy(), want)
+    results, errors = [], []
+
+    def worker():
+        try:
+            for _ in range(20):
+                results.append(m.run(x))
+        except Exception as e:  # surfaced below
+            errors.append(e)
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 80
+    for r in results:
+        np.testing.assert_array_equal(r, want)
+
+
+def test_bad_inputs_are_clear_errors(exported):
+    m = nx.onnx.load(exported["encoder"])
+    ids = np.zeros((2, 4), np.int64)
+    with pytest.raises(ValueError, match=r"unknown input\(s\) \['ids'\]"):
+        m.run({"ids": ids, "input_ids": ids, "attention_mask": ids})
+    with pytest.raises(ValueError, match=r"missing input\(s\) \['attention_mask'\]"):
+        m.run({"input_ids": ids})
+    with pytest.raises(TypeError, match="'input_ids' must be int64, got float32"):
+        m.run({"input_ids": ids.astype(np.float32), "attention_mask": ids})
+    with pytest.raises(ValueError, match="must have rank 2"):
+        m.run({"input_ids": ids[0], "attention_mask": ids})
+    with pytest.raises(ValueError, match="dimension 'seq' is 4 in input 'input_ids' but 3"):
+        m.run({"input_ids": ids, "attention_mask": ids[:, :3]})
+    with pytest.raises(ValueError, match="takes 2 inputs"):
+        m.run(ids)
+    cnn = nx.onnx.load(exported["lenet"])
+    with pytest.raises(ValueError, match=r"must have shape \('batch', 1, 28, 28\)"):
+        cnn.run(np.zeros((1, 1, 28, 27), np.float32))
+
+
+def test_bad_files_are_clear_errors(exported, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no ONNX file"):
+        nx.onnx.load(str(tmp_path / "missing.onnx"))
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(exported["resnet"][: len(exported["resnet"]) // 2])
+    with pytest.raises(ValueError, match="not a valid ONNX model"):
+        nx.onnx.load(str(truncated))
+    with pytest.raises(ValueError, match="not a valid ONNX model"):
+        nx.onnx.load(b"\x08\x07garbage that is not protobuf \xff\xff")
+    with pytest.raises(TypeError, match="expected a path, bytes or an onnx.ModelProto"):
+        nx.onnx.load(42)
+
+
+def test_unsupported_ops_name_the_op_node_and_opset():
+    node = helper.make_node("Einsum", ["x", "x"], ["y"], name="mix", equation="ij,ij->i")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [2, 3])],
+                          [helper.make_tensor_value_info("y", 1, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(nx.onnx.UnsupportedError, match=r"ONNX Einsum \(node 'mix', opset 17\) is not supported.*Conv"):
+        nx.onnx.load(m)
+    gelu = helper.make_node("Gelu", ["x"], ["y"], name="act", approximate="exact")
+    g = helper.make_graph([gelu], "g", [helper.make_tensor_value_info("x", 1, [2, 3])],
+                          [helper.make_tensor_value_info("y", 1, [2, 3])])
+    m = nx.onnx.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)]))
+    with pytest.raises(nx.onnx.UnsupportedError, match=r"Gelu \(node 'act', opset 20\): approximate='exact'"):
+        m.run(np.zeros((2, 3), np.float32))
+
+
+def test_the_readme_lists_the_supported_operators():
+    import pathlib
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    listed = readme.split("<!-- onnx-ops -->")[1].split("<!-- /onnx-ops -->")[0]
+    assert listed.strip() == ", ".join(f"`{op}`" for op in nx.onnx.supported_ops()), \
+        "README's ONNX operator list is stale: python tools/onnx_ops.py rewrites it"
+
+
+def test_older_opsets_are_converted():
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=1)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [2, 3])],
+                          [helper.make_tensor_value_info("y", 1, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    loaded = nx.onnx.load(m)
+    assert loaded.opset == 13
+    np.testing.assert_allclose(loaded.run(x), ort_run(m.SerializeToString(), {"x": x}), atol=1e-6)
