@@ -45,9 +45,9 @@ template <class A, class V> V unary_rule(A& k, UnaryOp op, const V& x, const V& 
     case U::Cos: return k.unary(U::Neg, k.binary(B::Mul, g, k.unary(U::Sin, x)));
     case U::Abs: return k.binary(B::Mul, g, k.unary(U::Sign, x));
     case U::Erf:  // 2/sqrt(pi) e^{-x^2}
-      return k.binary(B::Mul, g,
-                      k.binary(B::Mul, k.unary(U::Exp, k.unary(U::Neg, k.binary(B::Mul, x, x))),
-                               k.scalar(1.1283791670955126, g)));
+      return k.binary(
+          B::Mul, g,
+          k.binary(B::Mul, k.unary(U::Exp, k.unary(U::Neg, k.binary(B::Mul, x, x))), k.scalar(1.1283791670955126, g)));
     case U::GeluGrad:
     case U::Sign: break;
   }

@@ -218,6 +218,7 @@ class InferenceModel:
         # inputs a handler needs the values of (axes, slice bounds, a shape fed at run time):
         # their values join the plan's key, and the trace sees them as constants
         self._value_inputs: set[int] = set()
+        self._np_dtypes = [np.dtype(io.dtype) for io in self.inputs]
 
     # ---- running -----------------------------------------------------------------------------
 
@@ -279,14 +280,14 @@ class InferenceModel:
             raise ValueError(f"run: missing input(s) {missing}; the model's inputs are {names}")
         symbols: dict[str, tuple[str, int]] = {}
         out = []
-        for io in self.inputs:
+        for io, np_dtype in zip(self.inputs, self._np_dtypes):
             v = given[io.name]
-            if not isinstance(v, Tensor):
+            if not isinstance(v, (Tensor, np.ndarray)):
                 v = np.asarray(v)
-            dtype = v.dtype.name if isinstance(v, Tensor) else ("bool" if v.dtype == np.bool_ else v.dtype.name)
-            if dtype != io.dtype:
-                raise TypeError(f"run: input '{io.name}' must be {io.dtype}, got {dtype}")
-            shape = tuple(v.shape)
+            if v.dtype != np_dtype if isinstance(v, np.ndarray) else v.dtype.name != io.dtype:
+                got = v.dtype.name if isinstance(v, Tensor) else np.dtype(v.dtype).name
+                raise TypeError(f"run: input '{io.name}' must be {io.dtype}, got {got}")
+            shape = v.shape
             if io.shape and len(shape) != len(io.shape):
                 raise ValueError(f"run: input '{io.name}' must have rank {len(io.shape)} (shape {io.shape}), "
                                  f"got shape {shape}")
@@ -302,7 +303,7 @@ class InferenceModel:
         return out
 
     def _key(self, tensors: list[Tensor]) -> tuple:
-        key = tuple((t.dtype.name, tuple(t.shape)) for t in tensors)
+        key = tuple(t.shape for t in tensors)  # the dtypes are the model's (checked by _feeds)
         if self._value_inputs:
             key += tuple(tensors[i].numpy().tobytes() for i in sorted(self._value_inputs))
         return key
@@ -377,7 +378,7 @@ class InferenceModel:
                  f"import: {self._folded} constant nodes folded, {self._bn_folded} batch norms folded into "
                  f"the convolution or GEMM before them, {len(self._nodes)} nodes left"]
         for key, plan in list(self._plans.items()):
-            shapes = ", ".join(f"{io.name} {s}" for io, (_, s) in zip(self.inputs, key))
+            shapes = ", ".join(f"{io.name} {s}" for io, s in zip(self.inputs, key))
             program = plan.program
             groups = program.plan.groups
             names = program.node_names
