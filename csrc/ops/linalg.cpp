@@ -65,7 +65,9 @@ template <class T> void gemm_batched(const Tensor& out, const Tensor& a, const T
     for (int64_t i = 0; i < out.numel(); ++i) po[i] = T(0);
     return;
   }
-  if (nb > 1 && m * n * k < (1 << 18)) {  // many small products: parallel over the batch
+  // Products too small for gemm() to split over the pool (2mnk < 2^22 flops, ops/blas.cpp) run
+  // side by side instead, one per task; larger ones run in turn, each split inside gemm().
+  if (nb > 1 && m * n * k < (1 << 21)) {
     parallel_for(nb, 1, [&](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) one(i);
     });
@@ -78,6 +80,13 @@ template <class T> void gemm_batched(const Tensor& out, const Tensor& a, const T
 
 // Batched matmul on operands with ndim >= 2 (the differentiable primitive).
 static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  // (batch..., m, k) @ (k, n), a linear layer over a batch of sequences: one gemm of
+  // (batch*m, k) @ (k, n) instead of a gemm per batch entry, each packing the same matrix.
+  if (a.ndim() > 2 && b.ndim() == 2 && a.shape().back() == b.shape()[0] && a.numel() > 0) {
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    out_shape.push_back(b.shape()[1]);
+    return reshape(matmul_nd(reshape(a, {-1, a.shape().back()}), b), out_shape);
+  }
   int64_t ka = a.shape().back(), kb = b.shape()[b.ndim() - 2];
   NX_CHECK(ka == kb, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()), " are not aligned: ", ka,
            " (dim ", a.ndim() - 1, ") != ", kb, " (dim ", b.ndim() - 2, ")");

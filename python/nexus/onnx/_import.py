@@ -41,7 +41,7 @@ def _onnx():
     return onnx
 
 
-def _parse(model) -> Any:
+def _parse(model: Any) -> Any:
     onnx = _onnx()
     if isinstance(model, onnx.ModelProto):
         return model
@@ -222,7 +222,7 @@ class InferenceModel:
 
     # ---- running -----------------------------------------------------------------------------
 
-    def run(self, inputs=None, /, **named):
+    def run(self, inputs: Any = None, /, **named: Any) -> Any:
         """Runs the model.
 
         Args:
@@ -422,7 +422,7 @@ def _live(nodes: list, outputs: set) -> list:
     return keep[::-1]
 
 
-def load(model, *, fuse: bool = True) -> InferenceModel:
+def load(model: str | os.PathLike | bytes | Any, *, fuse: bool = True) -> InferenceModel:
     """Loads an ONNX model for inference with Nexus.
 
     Args:
