@@ -105,6 +105,10 @@ def test_pow_with_a_constant_exponent():
 
 def test_integer_and_boolean_ops_are_exact():
     check(model("Add", [x((3, 4), I64, "a"), x((4,), I64, "b")]))
+    a = np.array([[7, -7, 7, -7, 6, -6, 0, 1]], np.int64)
+    b = np.array([[2, 2, -2, -2, 3, 3, 5, -5]], np.int64)  # integer division rounds toward zero
+    check(model("Div", [x((1, 8), I64, "a"), x((1, 8), I64, "b")]), {"a": a, "b": b})
+    check(model("Div", [x((1, 8), I64, "a")], consts={"b": np.array(-3, np.int64)}), {"a": a})
     check(model("Equal", [x((3, 4), I64, "a"), x((3, 4), I64, "b")]))
     check(model("Where", [x((3, 4), BOOL, "c"), x((3, 4), name="a"), x((4,), name="b")]))
 
@@ -298,6 +302,24 @@ def test_integer_inputs_read_as_constants_key_the_plan_by_their_values():
     bad = model("Reshape", [x((2, 3)), x((2,), F32, "shape")])
     with pytest.raises(nx.onnx.UnsupportedError, match="Reshape .*the shape computed from the model's input values"):
         nx.onnx.load(bad).run({"x": f32(2, 3), "shape": np.array([3, 2], np.float32)})
+
+
+@pytest.mark.parametrize("trans_b,c_shape", [(1, (1, 5)), (0, (5,)), (1, None)])
+def test_batch_norm_after_gemm_is_folded(trans_b, c_shape):
+    stats = [f32(5, seed=k) for k in range(3)] + [np.abs(f32(5, seed=3)) + 0.5]
+    inits = [numpy_helper.from_array(v, n) for v, n in zip(stats, ("s", "b", "m", "v"))]
+    inits.append(numpy_helper.from_array(f32(5, 4) if trans_b else f32(4, 5), "w"))
+    gemm_inputs = ["x", "w"]
+    if c_shape is not None:
+        inits.append(numpy_helper.from_array(f32(*c_shape, seed=9), "c"))
+        gemm_inputs.append("c")
+    nodes = [helper.make_node("Gemm", gemm_inputs, ["h"], transB=trans_b, alpha=0.5, beta=2.0),
+             helper.make_node("BatchNormalization", ["h", "s", "b", "m", "v"], ["y"], epsilon=1e-3)]
+    g = helper.make_graph(nodes, "gemm_bn", [helper.make_tensor_value_info("x", F32, [3, 4])],
+                          [helper.make_tensor_value_info("y", F32, [3, 5])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    check(m)
+    assert "1 batch norms folded" in nx.onnx.load(m).summary()
 
 
 def test_layer_norm_statistics_outputs():

@@ -20,7 +20,7 @@ from ..tensor import Tensor
 from ._ops import DTYPES, HANDLERS, Context, NeedsValue, Node, UnsupportedError, contiguous, supported_ops
 
 MIN_IMPORT_OPSET, MAX_IMPORT_OPSET = 13, 21  # older models are converted up to 13 by onnx first
-_PLANS_KEPT = 32  # input-shape plans kept per model (the least recently used goes first)
+_PLANS_KEPT = 32  # input-shape plans kept per model (past it, the oldest goes first)
 _VALUE_KEY_MAX = 64  # an integer input of at most this many elements may key a plan by its values
 
 
@@ -125,14 +125,13 @@ def _fold_batch_norms(nodes: list, consts: dict, consumers: dict, outputs: set) 
         if has_bias and prev.inputs[2] not in consts:
             continue
         b = consts[prev.inputs[2]] if has_bias else np.zeros(s.shape, w.dtype)
+        if b.size not in (1, s.size):  # a Gemm's C per row of the batch: nothing to fold into
+            continue
         if prev.op == "Conv":
             w2 = w * s.reshape(-1, *([1] * (w.ndim - 1)))
         else:  # Gemm: y = alpha A op(B) + beta C; the output features are op(B)'s columns
-            if prev.attr("transB", 0):
-                w2 = w * s[:, None]
-            else:
-                w2 = w * s[None, :]
-            b = np.broadcast_to(b, s.shape) * np.asarray(prev.attr("beta", 1.0), b.dtype)
+            w2 = w * (s[:, None] if prev.attr("transB", 0) else s[None, :])
+            b = np.broadcast_to(b.reshape(-1), s.shape) * np.asarray(prev.attr("beta", 1.0), b.dtype)
             prev.attrs["beta"] = 1.0
         b2 = (b - mean) * s + shift
         wname, bname = f"{prev.name}.weight.bn_folded", f"{prev.name}.bias.bn_folded"

@@ -143,12 +143,22 @@ def _unary(ctx: Context, node: Node, x):
 
 @handler(*_BINARY)
 def _binary(ctx: Context, node: Node, a, b):
-    if node.op == "Div" and isinstance(a, Tensor) and not a.dtype.is_floating_point:
-        raise node.unsupported("integer division")  # ONNX truncates; Nexus's div gives floats
-    out = _BINARY[node.op](ctx.operand(a, b), ctx.operand(b, a))
+    x, y = ctx.operand(a, b), ctx.operand(b, a)
+    if node.op == "Div" and not (x if isinstance(x, Tensor) else y).dtype.is_floating_point:
+        return [_truncating_divide(x, y)]
+    out = _BINARY[node.op](x, y)
     if node.op == "Pow" and out.dtype != a.dtype:  # Pow's result has the base's type (int ** float: int)
         out = out.astype(a.dtype)
     return [out]
+
+
+def _truncating_divide(a, b):
+    """Integer division rounded toward zero (ONNX's, C's): floor division, plus one where the
+    division was inexact and the signs differ."""
+    q = F.floor_divide(a, b)
+    inexact = F.ne(F.remainder(a, b), 0)
+    signs_differ = F.ne(F.lt(a, 0), F.lt(b, 0))
+    return F.add(q, F.mul(inexact, signs_differ).astype(q.dtype))
 
 
 @handler("Max", "Min")
