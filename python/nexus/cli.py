@@ -68,7 +68,7 @@ def _info(as_json):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="nexus", description="Nexus command line.")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    sub = parser.add_subparsers(dest="command", metavar="{info,train,plan}")
+    sub = parser.add_subparsers(dest="command", metavar="{info,train,plan,report}")
     p_info = sub.add_parser("info", help="build features, BLAS, CUDA, MPI, JIT compiler, knobs "
                                          "(the default)")
     # SUPPRESS: `nexus --json info` must not be reset to False by the subcommand's default.
@@ -82,6 +82,11 @@ def main(argv=None):
     p_plan = sub.add_parser("plan", help="model a cluster described in a TOML file (published "
                                          "peaks, alpha-beta network): split, step time, speed-up")
     cost_model.add_plan_arguments(p_plan)
+    from nexus.scheduler import figures  # noqa: PLC0415
+
+    p_report = sub.add_parser("report", help="figures of a finished run from its log: heat map and "
+                                             "timeline, PNG and SVG (needs matplotlib)")
+    figures.add_report_arguments(p_report)
     args = parser.parse_args(argv)
     try:
         config.check()
@@ -94,6 +99,8 @@ def main(argv=None):
         return run_config.run_train(args)
     if args.command == "plan":
         return cost_model.run_plan(args)
+    if args.command == "report":
+        return figures.run_report(args)
     parser.error(f"unknown command {args.command!r}")  # unreachable: argparse checks choices
     return 2
 
