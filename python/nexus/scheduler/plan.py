@@ -8,15 +8,20 @@ scaled. Rank 0 prints it (``Plan.render``) and logs it (``Plan.to_dict``, the JS
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import numpy as np
 
 from .profile import Profile
 from .split import Split
 from .table import format_table
 
-AUTO_CODEC = "int8"  # what compression="auto" puts on a slow link (0.27 of the bytes)
+AUTO_CODEC = "int8"  # what compression="auto" puts on a slow link without codec costs to go by
+AUTO_CODECS = ("fp16", "bf16", "int8")  # what "auto" chooses from (lossy, but not sparse)
+AUTO_MIN_GAIN = 0.10  # "auto" compresses only when the reduction gets at least this much faster
 BALANCES = ("adaptive", "static", "equal")
 
 
@@ -32,33 +37,110 @@ class Compression:
     ring: str
     leaders: str
     reason: str
+    warning: str = ""  # an explicit codec predicted to slow the reduction: both numbers
 
     @classmethod
     def choose(cls, compression, profiles: Sequence[Profile], groups: Sequence[str],
-               hierarchical: bool, below_gbps: float) -> Compression:
+               hierarchical: bool, below_gbps: float, grad_bytes: float | None = None,
+               codec_costs: dict[str, float] | None = None) -> Compression:
         """The codecs for ``compression``: None or a codec spec applies as requested; "auto"
-        puts ``AUTO_CODEC`` on the links measured slower than ``below_gbps`` GB/s (the links that
-        cross from one group to the next when ``hierarchical``, every link otherwise).
+        considers the links measured slower than ``below_gbps`` GB/s (the links that cross from
+        one group to the next when ``hierarchical``, every link otherwise) and, given the
+        gradient's size and each codec's measured encode+decode cost (``codec_costs``: seconds
+        per float32 byte, the slowest rank's), picks the codec of ``AUTO_CODECS`` whose ring is
+        predicted fastest (``ring_seconds``), if it beats no codec by ``AUTO_MIN_GAIN``; without
+        costs, ``AUTO_CODEC``. An explicit codec predicted to slow the ring gets a ``warning``
+        naming both times.
 
         Raises:
             ValueError, TypeError: an unknown codec spec (listing the valid ones).
         """
-        if compression != "auto":
-            from .. import distributed as dist  # noqa: PLC0415
-
-            spec = dist.codec_spec(compression)
-            return cls(spec, spec, "as requested")
         n = len(profiles)
         if hierarchical:
             links = [p.link_bandwidth for r, p in enumerate(profiles)
                      if groups[r] != groups[(r + 1) % n]]
         else:
             links = [p.link_bandwidth for p in profiles] if n > 1 else []
+        ring_ranks = len(links)
+        costed = bool(links) and grad_bytes is not None and codec_costs is not None
+
+        def seconds(spec: str) -> float:
+            return ring_seconds(grad_bytes, ring_ranks, min(links), spec, codec_costs)
+
+        if compression != "auto":
+            from .. import distributed as dist  # noqa: PLC0415
+
+            spec = dist.codec_spec(compression)
+            warning = ""
+            if costed and spec != "none" and spec in codec_costs and seconds(spec) > seconds("none"):
+                warning = (f"compression={spec!r} is predicted to slow each gradient reduction: "
+                           f"{seconds(spec) * 1e3:.3g} ms with it (encoding and decoding included) "
+                           f"vs {seconds('none') * 1e3:.3g} ms without, on a slowest link of "
+                           f"{min(links) / 1e9:.2f} GB/s")
+            return cls(spec, spec, "as requested", warning)
         slow = [b for b in links if b < below_gbps * 1e9]
         why = (f"slowest link {min(links) / 1e9:.2f} GB/s {'<' if slow else '>='} "
                f"{below_gbps:g} GB/s") if links else "no links"
         codec = AUTO_CODEC if slow else "none"
+        if slow and costed:
+            options = {c: seconds(c) for c in AUTO_CODECS if c in codec_costs}
+            best = min(options, key=options.get)
+            plain = seconds("none")
+            gain = f"{options[best] * 1e3:.3g} ms vs {plain * 1e3:.3g} ms uncompressed per reduction"
+            if options[best] <= (1 - AUTO_MIN_GAIN) * plain:
+                codec, why = best, f"{why}; {best}: {gain}"
+            else:
+                codec, why = "none", f"{why}, but the best codec ({best}) would not pay: {gain}"
         return cls("none" if hierarchical else codec, codec, why)
+
+
+def codec_ratio(spec: str) -> float:
+    """The bytes a codec sends per float32 byte of a large buffer (1 for "none")."""
+    from .. import _C  # noqa: PLC0415
+
+    n = 1 << 20
+    return _C.comm.Codec(spec).max_encoded_bytes(n) / (4 * n)
+
+
+def ring_seconds(grad_bytes: float, ranks: int, bandwidth: float, spec: str,
+                 codec_costs: dict[str, float]) -> float:
+    """The predicted time of one ring all-reduce of ``grad_bytes`` (float32) over ``ranks``
+    ranks whose slowest link carries ``bandwidth`` bytes/s: each rank sends and receives
+    2(ranks-1)/ranks of the buffer, compressed by the codec, and encodes and decodes as much
+    (``codec_costs[spec]`` seconds per byte; "none" costs nothing).
+
+    Example:
+        >>> ring_seconds(4e6, 2, 1e9, "none", {})  # 4 MB over 1 GB/s
+        0.004
+    """
+    if ranks < 2:
+        return 0.0
+    moved = 2 * (ranks - 1) / ranks * grad_bytes
+    if spec == "none":
+        return moved / bandwidth
+    return moved * (codec_ratio(spec) / bandwidth + codec_costs[spec])
+
+
+def measure_codec_costs(specs=AUTO_CODECS, floats: int = 1 << 20, repeats: int = 3) -> dict[str, float]:
+    """Each codec's encode+decode time on this rank, in seconds per float32 byte (the best of
+    ``repeats`` runs over ``floats`` values, through the Python binding: a slight overestimate).
+
+    Example:
+        >>> measure_codec_costs(["int8"])["int8"] > 0
+        True
+    """
+    from .. import _C  # noqa: PLC0415
+
+    x = np.random.default_rng(0).standard_normal(floats).astype(np.float32)
+    out = {}
+    for spec in specs:
+        codec, best = _C.comm.Codec(spec), math.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            codec.decode(codec.encode(x), floats)
+            best = min(best, time.perf_counter() - t0)
+        out[spec] = best / x.nbytes
+    return out
 
 
 @dataclass(frozen=True)

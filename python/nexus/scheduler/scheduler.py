@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +32,7 @@ from ..graph import GraphBuilder
 from ..model import check_samples
 from .balance import AdaptiveBalancer, RunMeter
 from .cluster import ClusterConfig
-from .plan import BALANCES, Compression, Plan, Rebalance, lr_scale
+from .plan import AUTO_CODECS, BALANCES, Compression, Plan, Rebalance, lr_scale, measure_codec_costs
 from .profile import gather_profiles, profile_rank, rank_device
 from .split import Split
 
@@ -148,6 +149,8 @@ class Scheduler:
         out = sys.stdout if (dist.rank() == 0 and verbose) else None
         if out:
             print(plan.render(), file=out, flush=True)
+        if dist.rank() == 0 and plan.compression.warning:
+            warnings.warn(plan.compression.warning, RuntimeWarning, stacklevel=2)
         run = _Run(self.model, plan, x, y, rebalance_every=rebalance_every,
                    hysteresis=hysteresis, log_file=log_file, out=out, live=live)
         try:
@@ -190,12 +193,33 @@ class Scheduler:
             world_size=n, batch=trained_batch, requested_batch=int(batch), balance=balance,
             groups=tuple(groups), hierarchical=hierarchical,
             compression=Compression.choose(compression, profiles, groups, hierarchical,
-                                           self.cluster.compress_below_gbps),
+                                           self.cluster.compress_below_gbps, grad_bytes=self._grad_bytes(),
+                                           codec_costs=self._codec_costs(compression, n)),
             lr_scale=lr_scale(lr_scale_rule, trained_batch, reference_batch or int(batch)),
             probe_rates=tuple(rates), bytes_per_sample=per_sample, caps=tuple(caps), split=split,
             profiles=tuple(profiles),
             predicted_speedup_vs_equal=Split.equal(n, trained_batch).step_time(rates)
             / max(split.step_time(rates), 1e-12))
+
+    def _grad_bytes(self) -> float:
+        """The bytes of the gradient every step reduces (float32 on the wire)."""
+        return 4.0 * sum(t.numel() for t in self.model.params.values())
+
+    @staticmethod
+    def _codec_costs(compression, n: int) -> dict[str, float] | None:
+        """Each candidate codec's encode+decode seconds per byte on the slowest rank (every rank
+        measures, all take the maximum: the same numbers, so the same choice, everywhere)."""
+        from .. import distributed as dist  # noqa: PLC0415
+
+        if n < 2 or compression is None:
+            return None
+        specs = list(AUTO_CODECS) if compression == "auto" else [dist.codec_spec(compression)]
+        specs = [s for s in specs if s != "none"]
+        if not specs:
+            return None
+        mine = measure_codec_costs(specs)
+        every = np.array([np.asarray(part) for part in dist.all_gather(np.array([mine[s] for s in specs]))])
+        return dict(zip(specs, every.max(axis=0).tolist()))
 
     def _bytes_per_sample(self, batch: int) -> float:
         stats = self.model.memory_stats(int(batch))
