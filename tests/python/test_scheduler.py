@@ -118,6 +118,35 @@ def test_balancer_hysteresis_ignores_small_gains_and_single_noisy_windows():
     assert new[1] > new[0] and gain > 1.1
 
 
+def test_a_move_that_makes_the_step_slower_is_rolled_back_and_not_retried_at_once():
+    # The rates say rank 0 is twice as fast, but moving samples to it makes every step slower
+    # (say it shares a core the measurement could not see): the move is undone.
+    b = AdaptiveBalancer([100.0, 100.0], every=2, hysteresis=0.05, smoothing=1.0)
+    shares = [50, 50]
+    for _ in range(2):  # two windows confirm the direction
+        for _ in range(2):
+            b.observe(shares, [50 / 200, 50 / 100])  # critical path 0.5 s
+        change = b.propose(shares)
+    new, gain = change
+    assert new[0] > 50 and gain > 1.05
+    for _ in range(2):
+        b.observe(new, [0.9, 0.3])  # after the move: 0.9 s, worse than 0.5
+    back, slowdown = b.propose(new)
+    assert back == [50, 50] and slowdown == pytest.approx(1.8)
+    assert b.decisions[-1]["rolled_back"] and b.decisions[-1]["after"] == pytest.approx(0.9)
+    for _ in range(3):  # the same direction waits TABU_DECISIONS decisions, however good it looks
+        for _ in range(2):
+            b.observe(back, [50 / 200, 50 / 100])
+        assert b.propose(back) is None
+    # a move that does make the step faster stays
+    b2 = AdaptiveBalancer([100.0, 100.0], every=1, smoothing=1.0)
+    for _ in range(2):
+        b2.observe([50, 50], [50 / 200, 50 / 100])
+        change = b2.propose([50, 50])
+    b2.observe(change[0], [0.3, 0.3])
+    assert b2.propose(change[0]) is None
+
+
 def test_balancer_decides_only_every_k_steps_and_keeps_every_rank_measured():
     b = AdaptiveBalancer([1.0, 1.0], every=3, smoothing=1.0)
     for decision in range(2):

@@ -10,6 +10,11 @@ ranks share cores); the estimate is an exponential moving average of window rate
 
 Every rank feeds the same numbers (the step's busy seconds are all-reduced) through the same
 arithmetic, so every rank takes the same decision without another message.
+
+A move is a trial: the window after it is compared with the window before it by the step's
+critical path (the longest busy time, which every rank knows alike), and a move that made the
+step slower by more than the hysteresis is rolled back, and that direction is not tried again
+for ``TABU_DECISIONS`` decisions.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import math
 from collections.abc import Sequence
 
 from .split import split_batch, step_time
+
+TABU_DECISIONS = 3  # decisions during which a rolled-back direction is not proposed again
 
 
 class AdaptiveBalancer:
@@ -46,6 +53,10 @@ class AdaptiveBalancer:
         self._pending = None  # the direction of the last decision's proposal, to confirm
         self._samples = [0.0] * len(self.rates)
         self._seconds = [0.0] * len(self.rates)
+        self._critical: list[float] = []  # this window's steps: the longest busy time of each
+        self._before = math.nan  # the mean critical path of the window before the last move
+        self._trial: tuple[list[int], list[int]] | None = None  # (old, new) of a move on trial
+        self._tabu: tuple[list[int], int] | None = None  # a rolled-back direction, decisions left
         # Every decision taken: the shares it started from, the split it re-solved at the
         # smoothed rates, the predicted gain and whether it moved the shares (what a run's
         # rebalances can be checked against, whatever speeds the machine gave the ranks).
@@ -57,6 +68,9 @@ class AdaptiveBalancer:
             if s > 0 and t > 0 and math.isfinite(t):
                 self._samples[r] += s
                 self._seconds[r] += t
+        busy = [t for s, t in zip(shares, seconds) if s > 0 and math.isfinite(t)]
+        if busy:
+            self._critical.append(max(busy))
         self._since += 1
 
     def _fold_window(self) -> None:
@@ -69,27 +83,45 @@ class AdaptiveBalancer:
 
     def propose(self, shares: Sequence[int]) -> tuple[list[int], float] | None:
         """The new shares and their predicted speed-up when it is time to decide and the gain
-        clears the hysteresis for the second decision running, in the same direction; None
-        otherwise (counting restarts at every decision)."""
+        clears the hysteresis for the second decision running, in the same direction; or, at the
+        first decision after a move whose window's critical path came out slower than the window
+        before by more than the hysteresis, the old shares and the measured slowdown (a roll
+        back; that direction then waits ``TABU_DECISIONS`` decisions). None otherwise (counting
+        restarts at every decision)."""
         if self._since < self.every:
             return None
         self._since = 0
         self._fold_window()
+        window = sum(self._critical) / len(self._critical) if self._critical else math.nan
+        self._critical = []
+        if self._trial is not None:  # the window after a move: keep it, or go back
+            old, moved_to = self._trial
+            self._trial = None
+            if list(shares) == moved_to and window > self._before * (1 + self.hysteresis):
+                self.decisions.append({"shares": list(shares), "solved": list(old), "gain": window / self._before,
+                                       "moved": True, "rolled_back": True, "before": self._before, "after": window})
+                self._tabu = ([(n > s) - (n < s) for n, s in zip(moved_to, old)], TABU_DECISIONS)
+                self._pending = None
+                return list(old), window / self._before
         batch = sum(shares)
         new = split_batch(self.rates, batch, self.caps)
         now, then = step_time(shares, self.rates), step_time(new, self.rates)
         decision = {"shares": list(shares), "solved": list(new), "gain": now / then if then > 0 else 1.0,
                     "moved": False}
         self.decisions.append(decision)
-        if list(new) == list(shares) or then <= 0 or now / then < 1 + self.hysteresis:
+        direction = [(n > s) - (n < s) for n, s in zip(new, shares)]
+        tabu = self._tabu is not None and direction == self._tabu[0]
+        if self._tabu is not None:
+            self._tabu = None if self._tabu[1] <= 1 else (self._tabu[0], self._tabu[1] - 1)
+        if list(new) == list(shares) or then <= 0 or now / then < 1 + self.hysteresis or tabu:
             self._pending = None
             return None
-        direction = [(n > s) - (n < s) for n, s in zip(new, shares)]
         confirmed, self._pending = direction == self._pending, direction
         if not confirmed:
             return None
         self._pending = None
         decision["moved"] = True
+        self._trial, self._before = (list(shares), list(new)), window
         return new, now / then
 
 
