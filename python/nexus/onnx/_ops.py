@@ -290,21 +290,15 @@ def _pads2(node: Node, pads: list[int], one_d: bool) -> list[int]:
     return [0, pads[0], 0, pads[1]] if one_d and len(pads) == 2 else pads
 
 
-def _pad(ctx: Context, x, pads: list[int], value: float):
+def _pad(x, pads: list[int], value: float):
     """x (N, C, H, W) with ``value`` around it: [top, left, bottom, right] rows and columns."""
-    top, left, bottom, right = pads
     if min(pads) < 0:
         raise UnsupportedError(f"negative pads {pads} are not supported by nexus.onnx")
-    n, c, h, w = x.shape
-    parts = []
-    if left or right:
-        cols = [F.full((n, c, h, k), value, dtype=x.dtype) for k in (left, right)]
-        x = F.concat([t for t in (cols[0] if left else None, x, cols[1] if right else None) if t is not None], 3)
-    w = x.shape[3]
-    if top or bottom:
-        rows = [F.full((n, c, k, w), value, dtype=x.dtype) for k in (top, bottom)]
-        parts = [rows[0] if top else None, x, rows[1] if bottom else None]
-        x = F.concat([t for t in parts if t is not None], 2)
+    for axis, before, after in ((3, pads[1], pads[3]), (2, pads[0], pads[2])):
+        if before or after:
+            edge = [F.full([*x.shape[:axis], k, *x.shape[axis + 1:]], value, dtype=x.dtype) if k else None
+                    for k in (before, after)]
+            x = F.concat([t for t in (edge[0], x, edge[1]) if t is not None], axis)
     return x
 
 
@@ -323,7 +317,7 @@ def _conv(ctx: Context, node: Node, x, w, b=None):
         w = wd
     pads = _pads2(node, _pads(node, x.shape[2:], w.shape[2:], strides), one_d)
     if pads[0] != pads[2] or pads[1] != pads[3]:
-        x, pads = _pad(ctx, x, pads, 0.0), [0, 0, 0, 0]
+        x, pads = _pad(x, pads, 0.0), [0, 0, 0, 0]
     group = int(node.attr("group", 1))
     bias = b if b is not None else np.zeros(w.shape[0], w.dtype)
     if group == 1:
@@ -360,12 +354,12 @@ def _pool(ctx: Context, node: Node, x):
             pads[2 + i] += extra
     if node.op == "MaxPool":
         if any(pads):
-            x = _pad(ctx, x, pads, -math.inf)
+            x = _pad(x, pads, -math.inf)
         y = F.max_pool2d(x, kernel, strides)
     elif not any(pads):
         y = F.avg_pool2d(x, kernel, strides)
     else:
-        y = F.avg_pool2d(_pad(ctx, x, pads, 0.0), kernel, strides)
+        y = F.avg_pool2d(_pad(x, pads, 0.0), kernel, strides)
         if not node.attr("count_include_pad", 0):  # divide by the window's real elements instead
             h, w = x.shape[2:]
             ones = np.zeros((1, 1, h + pads[0] + pads[2], w + pads[1] + pads[3]), np.float64)
