@@ -25,9 +25,10 @@ best split gives it half of every batch (2 : 1 : 1, 1.33x the equal split's samp
    efficiency = samples/s / ideal, at most 1 (scheduler.balance.RunMeter).
 2. Digits (nx.data.load("digits")): MLP 64-256-10, Adam 1e-3, batch 128, balance="static",
    compression None, "int8", "auto" as configured (this machine's links are fast: auto leaves
-   compression off) and "auto" with the threshold set to 1e9 GB/s (every link counts as slow:
-   int8). Test accuracy, the difference in points from uncompressed, and rank 0's wire bytes
-   over uncompressed bytes in the last step (dist.last_stats()).
+   compression off) and "auto" with the threshold set to 1e9 GB/s (every link counts as slow, and
+   the ring model picks the codec, or none, from the codecs' measured costs). Test accuracy, the
+   difference in points from uncompressed, and rank 0's wire bytes over uncompressed bytes in the
+   last step (dist.last_stats()).
 
 Bars (the heterogeneous-scheduling issue): adaptive >= 1.25x equal; adaptive efficiency >= 0.90;
 rank 0 has the largest adaptive share, and the largest planned (probe) share; compressed accuracy
