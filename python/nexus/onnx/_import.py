@@ -376,6 +376,7 @@ class InferenceModel:
                  "outputs: " + ", ".join(f"{o.name} {o.shape} {o.dtype}" for o in self.outputs),
                  f"import: {self._folded} constant nodes folded, {self._bn_folded} batch norms folded into "
                  f"the convolution or GEMM before them, {len(self._nodes)} nodes left"]
+        sources = {i.name for i in self.inputs}  # the trace's inputs: the model's, then constants
         for key, plan in list(self._plans.items()):
             shapes = ", ".join(f"{io.name} {s}" for io, s in zip(self.inputs, key))
             program = plan.program
@@ -388,7 +389,7 @@ class InferenceModel:
                 fused.update(g.group.nodes)
                 lines.append(f"  kernel {g.program.name}: {len(g.group.nodes)} ops from {', '.join(members)}")
             alone = [names[n] for n, live in enumerate(program.live) if live and n not in fused
-                     and not names[n].startswith(("arg", "const")) and names[n] not in [i.name for i in self.inputs]]
+                     and names[n] not in sources and not names[n].startswith("const")]
             folded = sum(1 for v in plan.labels.values() if v == "folded")
             lines.append(f"  {len(alone)} ops run one by one; {folded} shape nodes folded for these shapes")
         return "\n".join(lines)
