@@ -19,6 +19,7 @@
 #include "check.h"
 #include "threads.h"
 #include "ops/cpu/vec_math.h"
+#include "ops/derivatives.h"
 #include "ops/ops.h"
 
 using namespace nexus;
@@ -546,6 +547,146 @@ TEST(reductions_propagate_nan_and_infinities) {
   CHECK_THROWS(ops::amax(empty, {0}, false), ValueError, "has no identity");
   CHECK_THROWS(ops::sum(empty, {2}, false), IndexError, "out of range");
   CHECK_THROWS(ops::sum(empty, {0, 0}, false), ValueError, "repeated axis");
+}
+
+// ---- conv2d (the direct kernel's channel and pixel blocks, or im2col + GEMM) ---------------------
+
+// n values drawn uniformly from [-1, 1).
+template <class T> std::vector<T> uniform_values(std::mt19937& rng, int64_t n) {
+  std::uniform_real_distribution<T> uniform(-1, 1);
+  std::vector<T> v(static_cast<size_t>(n));
+  for (T& e : v) e = uniform(rng);
+  return v;
+}
+
+// y[b, k, oh, ow] = bias[k] + sum over c, i, j of x[b, c, oh*sh - ph + i, ow*sw - pw + j] * w[k, c, i, j]
+// (0 outside the input), in long double.
+struct ConvCase {
+  int64_t n, c, h, w, k, kh, kw, sh, sw, ph, pw;
+};
+
+template <class T> std::vector<T> conv_reference(const ConvCase& g, const std::vector<T>& x, const std::vector<T>& w,
+                                                 const std::vector<T>& bias) {
+  const int64_t oh_n = (g.h + 2 * g.ph - g.kh) / g.sh + 1, ow_n = (g.w + 2 * g.pw - g.kw) / g.sw + 1;
+  std::vector<T> y(size_t(g.n * g.k * oh_n * ow_n));
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t oh = 0; oh < oh_n; ++oh)
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          long double acc = bias.empty() ? 0 : bias[size_t(k)];
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t i = 0; i < g.kh; ++i)
+              for (int64_t j = 0; j < g.kw; ++j) {
+                const int64_t ih = oh * g.sh - g.ph + i, iw = ow * g.sw - g.pw + j;
+                if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+                acc += (long double)x[size_t(((b * g.c + c) * g.h + ih) * g.w + iw)] *
+                       w[size_t(((k * g.c + c) * g.kh + i) * g.kw + j)];
+              }
+          y[size_t(((b * g.k + k) * oh_n + oh) * ow_n + ow)] = T(acc);
+        }
+  return y;
+}
+
+template <class T> void check_conv2d(const ConvCase& g, bool with_bias) {
+  std::mt19937 rng(41);
+  auto random = [&](int64_t n) { return uniform_values<T>(rng, n); };
+  const std::vector<T> x = random(g.n * g.c * g.h * g.w), w = random(g.k * g.c * g.kh * g.kw);
+  const std::vector<T> bias = with_bias ? random(g.k) : std::vector<T>{};
+  const Tensor y = ops::conv2d(tensor<T>({g.n, g.c, g.h, g.w}, x), tensor<T>({g.k, g.c, g.kh, g.kw}, w),
+                               with_bias ? tensor<T>({g.k}, bias) : Tensor(), g.sh, g.sw, g.ph, g.pw);
+  const std::vector<T> want = conv_reference(g, x, w, bias), got = elements<T>(y);
+  CHECK(got.size() == want.size());
+  const T tol = (std::is_same_v<T, float> ? T(4e-7) : T(1e-15)) * T(1 + g.c * g.kh * g.kw);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) wrong += !(std::abs(got[i] - want[i]) <= tol);
+  CHECK_MSG(wrong == 0, wrong << " of " << want.size() << " wrong for n=" << g.n << " c=" << g.c << " " << g.h << "x"
+                              << g.w << " k=" << g.k << " kernel " << g.kh << "x" << g.kw << " stride " << g.sh << ","
+                              << g.sw << " pad " << g.ph << "," << g.pw << " bias=" << with_bias);
+}
+
+TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_padding) {
+  Threads threads(3);
+  // Output channels on both sides of one and two vectors of every variant (4 .. 32 lanes), and
+  // several blocks; rows from 1 pixel to past the widest pixel block (16), so every tail width runs.
+  for (int64_t k : {1, 5, 8, 9, 16, 17, 32, 33, 70})
+    for (int64_t width : {1, 3, 7, 12, 19, 40}) check_conv2d<float>({2, 3, 4, width + 2, k, 3, 3, 1, 1, 0, 0}, k % 2);
+  for (const ConvCase& g : std::vector<ConvCase>{
+           {1, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1},  // a ResNet block's shape, at batch 1
+           {3, 6, 14, 13, 16, 5, 5, 2, 1, 2, 1},   // unequal strides and padding
+           {2, 1, 9, 11, 6, 2, 3, 1, 2, 0, 1},     // a non-square kernel
+           {2, 20, 5, 6, 40, 1, 1, 2, 2, 0, 0},    // pointwise, strided
+           {1, 80, 6, 6, 24, 1, 1, 1, 1, 0, 0},    // pointwise over many channels (the GEMM path)
+           {1, 240, 5, 5, 8, 3, 3, 1, 1, 1, 1},    // 2160 taps (the GEMM path)
+           {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1},      // an empty batch
+       }) {
+    check_conv2d<float>(g, true);
+    check_conv2d<double>(g, false);
+  }
+}
+
+// dx, dw and dbias of conv2d for the output gradient dy, in long double: each product of the
+// forward sum sends dy * w to dx and dy * x to dw.
+template <class T> void check_conv2d_grad(const ConvCase& g) {
+  std::mt19937 rng(43);
+  auto random = [&](int64_t n) { return uniform_values<T>(rng, n); };
+  const int64_t oh_n = (g.h + 2 * g.ph - g.kh) / g.sh + 1, ow_n = (g.w + 2 * g.pw - g.kw) / g.sw + 1;
+  const std::vector<T> x = random(g.n * g.c * g.h * g.w), w = random(g.k * g.c * g.kh * g.kw);
+  const std::vector<T> dy = random(g.n * g.k * oh_n * ow_n);
+  std::vector<long double> dx(x.size()), dw(w.size()), db(size_t(g.k));
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t oh = 0; oh < oh_n; ++oh)
+        for (int64_t ow = 0; ow < ow_n; ++ow) {
+          const long double d = dy[size_t(((b * g.k + k) * oh_n + oh) * ow_n + ow)];
+          db[size_t(k)] += d;
+          for (int64_t c = 0; c < g.c; ++c)
+            for (int64_t i = 0; i < g.kh; ++i)
+              for (int64_t j = 0; j < g.kw; ++j) {
+                const int64_t ih = oh * g.sh - g.ph + i, iw = ow * g.sw - g.pw + j;
+                if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+                const size_t xi = size_t(((b * g.c + c) * g.h + ih) * g.w + iw);
+                const size_t wi = size_t(((k * g.c + c) * g.kh + i) * g.kw + j);
+                dx[xi] += d * w[wi];
+                dw[wi] += d * x[xi];
+              }
+        }
+  const std::vector<Tensor> got = ops::grad::conv2d_grad(
+      tensor<T>({g.n, g.k, oh_n, ow_n}, dy), tensor<T>({g.n, g.c, g.h, g.w}, x), tensor<T>({g.k, g.c, g.kh, g.kw}, w),
+      std::vector<int64_t>{g.sh, g.sw, g.ph, g.pw}, {true, true, true});
+  const T eps = std::is_same_v<T, float> ? T(4e-7) : T(1e-15);
+  auto count_wrong = [&](const Tensor& t, const std::vector<long double>& want, int64_t terms) {
+    const std::vector<T> v = elements<T>(t);
+    int64_t wrong = int64_t(v.size() != want.size());
+    for (size_t i = 0; i < want.size() && i < v.size(); ++i)
+      wrong += !(std::abs(v[i] - T(want[i])) <= eps * T(1 + terms));
+    return wrong;
+  };
+  const int64_t wrong_dx = count_wrong(got[0], dx, g.k * g.kh * g.kw);
+  const int64_t wrong_dw = count_wrong(got[1], dw, g.n * oh_n * ow_n);
+  const int64_t wrong_db = count_wrong(got[2], db, g.n * oh_n * ow_n);
+  CHECK_MSG(wrong_dx + wrong_dw + wrong_db == 0,
+            "dx " << wrong_dx << ", dw " << wrong_dw << ", dbias " << wrong_db << " wrong for n=" << g.n << " c=" << g.c
+                  << " " << g.h << "x" << g.w << " k=" << g.k << " kernel " << g.kh << "x" << g.kw << " stride " << g.sh
+                  << "," << g.sw << " pad " << g.ph << "," << g.pw);
+}
+
+TEST(conv2d_gradients_match_the_scalar_sums) {
+  Threads threads(3);
+  for (const ConvCase& g : std::vector<ConvCase>{
+           {3, 6, 14, 13, 16, 5, 5, 1, 1, 2, 1},  // stride 1: dx as a flipped forward
+           {2, 5, 9, 10, 33, 3, 3, 1, 1, 1, 1},   // two channel blocks (one on the widest variant)
+           {2, 4, 9, 9, 70, 3, 2, 1, 1, 0, 1},    // several blocks, a non-square kernel
+           {3, 3, 11, 12, 9, 3, 3, 2, 2, 1, 1},   // stride 2: dx through im2col + gemm
+           {2, 2, 6, 6, 5, 3, 3, 1, 1, 2, 2},     // padding of the whole kernel extent less one
+           {1, 130, 5, 5, 6, 3, 3, 1, 1, 1, 1},   // 1170 taps: dw through gemm
+           {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1},     // an empty batch: dw and dbias are 0
+       }) {
+    check_conv2d_grad<float>(g);
+    check_conv2d_grad<double>(g);
+  }
+  // Every tail of the weight gradient's tap blocks (up to 16 taps) with one and two channel vectors.
+  for (int64_t c = 1; c <= 17; ++c)
+    for (int64_t k : {3, 20}) check_conv2d_grad<float>({2, c, 4, 5, k, 1, 1, 1, 1, 0, 0});
 }
 
 // ---- GEMM (OpenBLAS, split over the pool for large products) ------------------------------------

@@ -1,6 +1,7 @@
-// conv2d (im2col + BLAS gemm) and 2-D max/avg pooling on contiguous NCHW buffers.
+// conv2d (a register-blocked direct kernel, or im2col + BLAS gemm) and 2-D max/avg pooling on
+// contiguous NCHW buffers.
 //
-// conv2d is a gemm: y[k, oh*ow] = w[k, c*kh*kw] * col[c*kh*kw, oh*ow], where col (im2col) holds,
+// The im2col form is a gemm: y[k, oh*ow] = w[k, c*kh*kw] * col[c*kh*kw, oh*ow], where col holds,
 // for every kernel tap, the input pixel each output position reads (0 in the padding); a group
 // of images shares one gemm with their columns side by side. Backward reverses it: dcol = w^T *
 // dy scattered back by col2im gives dx, and dw = dy * col^T summed over the batch.
@@ -122,15 +123,17 @@ int64_t group_size(const Conv2dGeometry& g, const ConvSizes& s) {
   return std::clamp<int64_t>(kGroupElems / std::max<int64_t>(s.taps * s.pixels, 1), 1, std::max<int64_t>(g.n, 1));
 }
 
-// Small convolutions (LeNet: 1->6 and 6->16 channels, 5x5) run direct instead of through im2col + gemm:
-// per image, each output pixel's row of k channels accumulates x * w[tap][0..k) over the taps,
-// a k-wide vector FMA into an accumulator that stays in L1; the im2col buffer (and its trip
-// through L2) disappears. Large ones (many channels) stay with BLAS, which wins there.
-bool direct_conv(const Conv2dGeometry& g, const ConvSizes& s) { return g.k <= 32 && s.taps <= 512; }
+// The forward runs direct (conv2d_forward_direct) except where BLAS was measured faster (Zen 4,
+// 2 threads, vs im2col + gemm): pointwise convolutions of 64 channels or more, whose im2col is
+// the input itself, and 2048 taps or more (512 channels of 3x3), where a channel block's
+// weights no longer stay in L2 across a row.
+bool direct_forward(const Conv2dGeometry& g, const ConvSizes& s) {
+  return s.taps < 2048 && !(g.kh * g.kw == 1 && g.c >= 64);
+}
 
-// The channel vector width of the direct kernels: k rounded up to 8, 16 or 32 (the extra
-// channels carry zero weights and are never written out).
-int64_t direct_width(int64_t k) { return k <= 8 ? 8 : k <= 16 ? 16 : 32; }
+// The weight gradient runs direct (conv_backward_weight_direct) below 2048 taps, as the forward
+// does: measured as fast as im2col + gemm at 1152 taps and slower at 4608 (Zen 4, 2 threads).
+bool direct_dw(const Conv2dGeometry&, const ConvSizes& s) { return s.taps < 2048; }
 
 // A padded conv runs the unpadded kernels on a zero-padded copy of the image (c planes of
 // (h + 2*pad_h) x (w + 2*pad_w)); returns that copy's geometry.
@@ -154,79 +157,127 @@ template <class T> const T* pad_image(const Conv2dGeometry& g, const T* x, T* pa
   return padded;
 }
 
-// One unpadded image, register-blocked: R output pixels of a row at a time, each a vector of K
-// channel sums kept in registers across all taps; then y[k][pixel] = acc[pixel][k]. wt is w
-// transposed to [tap][K] (zero beyond k), bias K wide.
-template <class T, int64_t KB> void conv_image_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x,
-                                                      const T* wt, const T* bias, T* acc, T* y) {
-  constexpr int64_t K = KB, R = 4;
-  typedef T V __attribute__((vector_size(sizeof(T) * K)));  // (a `using` would drop the attribute)
-  const int64_t oh_n = g.out_h(), ow_n = g.out_w(), sw = g.stride_w;
-  V b0{};
-  if (bias != nullptr) std::memcpy(&b0, bias, sizeof(V));
-  auto pixels = [&](int64_t oh, int64_t ow, auto r_const) {
-    constexpr int64_t r_n = decltype(r_const)::value;
-    V a[r_n];
-    for (int64_t r = 0; r < r_n; ++r) a[r] = b0;
-    const T* w = wt;
-    for (int64_t ci = 0; ci < g.c; ++ci) {
-      for (int64_t i = 0; i < g.kh; ++i) {
-        const T* src = x + (ci * g.h + oh * g.stride_h + i) * g.w + ow * sw;
-        for (int64_t j = 0; j < g.kw; ++j, w += K) {
-          V wv;
-          std::memcpy(&wv, w, sizeof(V));
-          for (int64_t r = 0; r < r_n; ++r) a[r] += src[j + r * sw] * wv;
-        }
-      }
-    }
-    for (int64_t r = 0; r < r_n; ++r) std::memcpy(acc + (oh * ow_n + ow + r) * K, &a[r], sizeof(V));
-  };
-  for (int64_t oh = 0; oh < oh_n; ++oh) {
-    int64_t ow = 0;
-    for (; ow + R <= ow_n; ow += R) pixels(oh, ow, std::integral_constant<int64_t, R>{});
-    for (; ow < ow_n; ++ow) pixels(oh, ow, std::integral_constant<int64_t, 1>{});
-  }
-  for (int64_t k = 0; k < g.k; ++k)
-    for (int64_t p = 0; p < s.pixels; ++p) y[k * s.pixels + p] = acc[p * K + k];
-}
+// ---- the direct forward kernel ------------------------------------------------------------------
+//
+// A block of KV native vectors of output channels (KB = KV * lanes channels) times R consecutive
+// output pixels of one row: the R x KV channel sums stay in registers across all c*kh*kw taps,
+// each tap one broadcast input pixel times the tap's KB weights. This file is built with
+// contraction on (CMakeLists.txt), so that is one fused multiply-add, as in a BLAS kernel. R is
+// what the variant's registers hold: R*KV accumulators, KV weights and one broadcast.
+#if defined(__AVX512F__)
+constexpr int64_t kVecBytes = 64, kPixelRegs = 16;
+#elif defined(__AVX__)
+constexpr int64_t kVecBytes = 32, kPixelRegs = 12;
+#elif defined(__aarch64__)
+constexpr int64_t kVecBytes = 16, kPixelRegs = 16;
+#else
+constexpr int64_t kVecBytes = 16, kPixelRegs = 12;
+#endif
 
-// The weight gradient of one unpadded image, direct (the same k as the forward, K = its vector width): for every tap,
-// dwt[tap][0..k) += sum over pixels of x[pixel + tap] * dy[0..k)[pixel], four pixels' products
-// summed in separate registers. dyt: scratch of pixels*K for dy transposed to [pixel][k].
-template <class T, int64_t KB>
-void conv_image_dw_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* dy, T* dyt, T* dwt) {
-  constexpr int64_t K = KB;
-  typedef T V __attribute__((vector_size(sizeof(T) * K)));  // (a `using` would drop the attribute)
-  const int64_t oh_n = g.out_h(), ow_n = g.out_w(), sw = g.stride_w;
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t p = 0; p < s.pixels; ++p) dyt[p * K + k] = k < g.k ? dy[k * s.pixels + p] : T(0);
-  auto load = [](const T* p) {
+template <class T, int64_t KV> struct DirectConv {
+  typedef T V __attribute__((vector_size(kVecBytes)));  // (a `using` would drop the attribute)
+  static constexpr int64_t kLanes = kVecBytes / sizeof(T), KB = KV * kLanes, R = kPixelRegs / KV;
+
+  const Conv2dGeometry& g;  // the zero-padded image's geometry (no padding left)
+  const T* wt;              // [k block][tap][KB], zero beyond k
+  const T* bias;            // [k block * KB], zero beyond k or without a bias
+  int64_t taps, pixels;
+
+  static V load(const T* p) {
     V v;
     std::memcpy(&v, p, sizeof(V));
     return v;
-  };
-  T* w = dwt;
-  for (int64_t ci = 0; ci < g.c; ++ci) {
-    for (int64_t i = 0; i < g.kh; ++i) {
-      for (int64_t j = 0; j < g.kw; ++j, w += K) {
-        V a0{}, a1{}, a2{}, a3{};
-        for (int64_t oh = 0; oh < oh_n; ++oh) {
-          const T* src = x + (ci * g.h + oh * g.stride_h + i) * g.w + j;
-          const T* d = dyt + oh * ow_n * K;
-          int64_t ow = 0;
-          for (; ow + 4 <= ow_n; ow += 4) {
-            a0 += src[ow * sw] * load(d + ow * K);
-            a1 += src[(ow + 1) * sw] * load(d + (ow + 1) * K);
-            a2 += src[(ow + 2) * sw] * load(d + (ow + 2) * K);
-            a3 += src[(ow + 3) * sw] * load(d + (ow + 3) * K);
+  }
+
+  // y (one image's output) for channel block kb, row oh, pixels [ow, ow + RN). KW is the kernel
+  // width when the compiler should unroll it (3), else 0 (g.kw at run time).
+  template <int64_t RN, int64_t KW> void block(const T* x, int64_t kb, int64_t oh, int64_t ow, T* y) const {
+    V acc[RN][KV];
+    for (int64_t v = 0; v < KV; ++v) {
+      const V b = load(bias + kb * KB + v * kLanes);
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < RN; ++r) acc[r][v] = b;
+    }
+    const int64_t sw = g.stride_w;
+    const T* w = wt + kb * taps * KB;
+    for (int64_t ci = 0; ci < g.c; ++ci) {
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const T* src = x + (ci * g.h + oh * g.stride_h + i) * g.w + ow * sw;
+        const int64_t kw = KW > 0 ? KW : g.kw;
+#pragma GCC unroll 4
+        for (int64_t j = 0; j < kw; ++j, w += KB) {
+          V wv[KV];
+          for (int64_t v = 0; v < KV; ++v) wv[v] = load(w + v * kLanes);
+#pragma GCC unroll 16
+          for (int64_t r = 0; r < RN; ++r) {
+            const T xv = src[j + r * sw];
+            for (int64_t v = 0; v < KV; ++v) acc[r][v] += xv * wv[v];
           }
-          for (; ow < ow_n; ++ow) a0 += src[ow * sw] * load(d + ow * K);
         }
-        V sum = load(w) + ((a0 + a1) + (a2 + a3));
-        std::memcpy(w, &sum, sizeof(V));
       }
     }
+    T out[RN][KB];
+    std::memcpy(out, acc, sizeof(out));
+    const int64_t k0 = kb * KB, kn = std::min(KB, g.k - k0);
+    T* dst = y + k0 * pixels + oh * g.out_w() + ow;
+    for (int64_t k = 0; k < kn; ++k, dst += pixels)
+      for (int64_t r = 0; r < RN; ++r) dst[r] = out[r][k];
   }
+
+  // The last RN < R pixels of a row, with the block of exactly that width.
+  template <int64_t RN, int64_t KW> void tail(const T* x, int64_t kb, int64_t oh, int64_t ow, int64_t n, T* y) const {
+    if constexpr (RN > 0) {
+      if (n == RN) return block<RN, KW>(x, kb, oh, ow, y);
+      tail<RN - 1, KW>(x, kb, oh, ow, n, y);
+    }
+  }
+
+  template <int64_t KW> void row_kw(const T* x, int64_t kb, int64_t oh, T* y) const {
+    const int64_t ow_n = g.out_w();
+    int64_t ow = 0;
+    for (; ow + R <= ow_n; ow += R) block<R, KW>(x, kb, oh, ow, y);
+    tail<R - 1, KW>(x, kb, oh, ow, ow_n - ow, y);
+  }
+
+  void row(const T* x, int64_t kb, int64_t oh, T* y) const {
+    if (g.kw == 3) return row_kw<3>(x, kb, oh, y);
+    row_kw<0>(x, kb, oh, y);
+  }
+};
+
+// The direct forward over the pool: one unit of work is one output row of one channel block of
+// one image, units ordered image-major so a thread's run pads each image once and reuses a
+// channel block's weights along its rows. KV = 1 (one vector of channels) when k fits in it.
+template <class T, int64_t KV>
+void conv2d_forward_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* w, const T* bias, T* y) {
+  using Kernel = DirectConv<T, KV>;
+  constexpr int64_t KB = Kernel::KB;
+  const int64_t kblocks = ceil_div(g.k, KB), oh_n = g.out_h();
+  alloc::Scratch<T> wt(static_cast<size_t>(kblocks * s.taps * KB)), bias_kb(static_cast<size_t>(kblocks * KB));
+  for (int64_t kb = 0; kb < kblocks; ++kb)
+    for (int64_t t = 0; t < s.taps; ++t)
+      for (int64_t v = 0; v < KB; ++v) {
+        const int64_t k = kb * KB + v;
+        wt.data()[(kb * s.taps + t) * KB + v] = k < g.k ? w[k * s.taps + t] : T(0);
+      }
+  for (int64_t k = 0; k < kblocks * KB; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
+  const Conv2dGeometry gp = unpadded(g);
+  const Kernel kernel{gp, wt.data(), bias_kb.data(), s.taps, s.pixels};
+  const int64_t per_image = kblocks * oh_n, unit_work = g.out_w() * s.taps * KB;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(unit_work, 1));
+  parallel_for(g.n * per_image, grain, [&](int64_t u0, int64_t u1) {
+    alloc::Scratch<T> xp(static_cast<size_t>(g.pad_h == 0 && g.pad_w == 0 ? 0 : gp.c * gp.h * gp.w));
+    int64_t padded_b = -1;
+    const T* xb = nullptr;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t b = u / per_image, kb = (u % per_image) / oh_n, oh = u % oh_n;
+      if (b != padded_b) {
+        xb = pad_image(g, x + b * s.in_img, xp.data());
+        padded_b = b;
+      }
+      kernel.row(xb, kb, oh, y + b * s.out_img);
+    }
+  });
 }
 
 // Runs fn(b) for each image of [b0, b1) over the pool.
@@ -302,22 +353,9 @@ template <class T> void window_max(const T* plane, int64_t width, const Window& 
 // gemms inside then run inline). A single group (one huge image) keeps the pool for its gemm.
 template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const ConvSizes s = conv_sizes(g);
-  if (direct_conv(g, s)) {
-    const int64_t kb = direct_width(g.k);
-    alloc::Scratch<T> wt(static_cast<size_t>(s.taps * kb)), bias_kb(static_cast<size_t>(kb));
-    for (int64_t t = 0; t < s.taps; ++t)
-      for (int64_t k = 0; k < kb; ++k) wt.data()[t * kb + k] = k < g.k ? w[k * s.taps + t] : T(0);
-    for (int64_t k = 0; k < kb; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
-    auto image = kb == 8 ? conv_image_direct<T, 8> : kb == 16 ? conv_image_direct<T, 16> : conv_image_direct<T, 32>;
-    const Conv2dGeometry gp = unpadded(g);
-    parallel_for(g.n, 1, [&](int64_t b0, int64_t b1) {
-      alloc::Scratch<T> acc(static_cast<size_t>(s.pixels * kb)), xp(static_cast<size_t>(gp.c * gp.h * gp.w));
-      for (int64_t b = b0; b < b1; ++b) {
-        const T* xb = pad_image(g, x + b * s.in_img, xp.data());
-        image(gp, s, xb, wt.data(), bias_kb.data(), acc.data(), y + b * s.out_img);
-      }
-    });
-    return;
+  if (direct_forward(g, s)) {
+    if (g.k <= DirectConv<T, 1>::KB) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y);
+    return conv2d_forward_direct<T, 2>(g, s, x, w, bias, y);
   }
   const int64_t group = group_size(g, s), groups = ceil_div(g.n, group);
   parallel_for(groups, 1, [&](int64_t q0, int64_t q1) {
@@ -348,37 +386,106 @@ template <class T> void add_runs(const std::vector<Acc>& partials, int64_t runs,
   }
 }
 
-// dw and dbias with the direct kernel: one partial per thread's run of images, added in order.
-template <class T> void conv_backward_weight_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x,
-                                                    const T* dy, T* dw, T* dbias) {
+// The weight gradient of one zero-padded image for channel block kb, direct: dwt[tap][0..KB) +=
+// the sum over pixels of x[pixel + tap] * dyt[pixel][0..KB), for a block of TB taps at a time,
+// whose TB x KV sums stay in registers while each pixel's dy vectors are loaded once.
+// dyt: the block's dy transposed to [pixel][KB] (zero beyond k).
+template <class T, int64_t KV> struct DirectConvWeight {
+  using Fwd = DirectConv<T, KV>;
+  using V = typename Fwd::V;
+  static constexpr int64_t kLanes = Fwd::kLanes, KB = Fwd::KB, TB = kPixelRegs / KV;
+
+  const Conv2dGeometry& g;  // the zero-padded image's geometry
+  int64_t taps;
+
+  template <int64_t TN> void block(const T* x, const T* dyt, int64_t t0, T* dwt) const {
+    int64_t off[TN];  // tap t0 + t reads x at pixel offset + off[t]
+    for (int64_t t = 0; t < TN; ++t) {
+      const int64_t tap = t0 + t, ci = tap / (g.kh * g.kw), i = tap / g.kw % g.kh, j = tap % g.kw;
+      off[t] = (ci * g.h + i) * g.w + j;
+    }
+    V acc[TN][KV] = {};
+    const int64_t oh_n = g.out_h(), ow_n = g.out_w(), sw = g.stride_w;
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      const T* row = x + oh * g.stride_h * g.w;
+      const T* d = dyt + oh * ow_n * KB;
+      for (int64_t ow = 0; ow < ow_n; ++ow, d += KB) {
+        V dv[KV];
+        for (int64_t v = 0; v < KV; ++v) dv[v] = Fwd::load(d + v * kLanes);
+        const T* src = row + ow * sw;
+#pragma GCC unroll 16
+        for (int64_t t = 0; t < TN; ++t) {
+          const T xv = src[off[t]];
+          for (int64_t v = 0; v < KV; ++v) acc[t][v] += xv * dv[v];
+        }
+      }
+    }
+    for (int64_t t = 0; t < TN; ++t)
+      for (int64_t v = 0; v < KV; ++v) {
+        T* out = dwt + (t0 + t) * KB + v * kLanes;
+        const V sum = Fwd::load(out) + acc[t][v];
+        std::memcpy(out, &sum, sizeof(V));
+      }
+  }
+
+  template <int64_t TN> void tail(const T* x, const T* dyt, int64_t t0, int64_t n, T* dwt) const {
+    if constexpr (TN > 0) {
+      if (n == TN) return block<TN>(x, dyt, t0, dwt);
+      tail<TN - 1>(x, dyt, t0, n, dwt);
+    }
+  }
+
+  void image(const T* x, const T* dyt, T* dwt) const {
+    int64_t t0 = 0;
+    for (; t0 + TB <= taps; t0 += TB) block<TB>(x, dyt, t0, dwt);
+    tail<TB - 1>(x, dyt, t0, taps - t0, dwt);
+  }
+};
+
+// dw and dbias with the direct kernel: one partial per thread's run of images, added in order
+// (the same result on every call with the same thread count).
+template <class T, int64_t KV> void conv_backward_weight_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x,
+                                                                const T* dy, T* dw, T* dbias) {
+  using Kernel = DirectConvWeight<T, KV>;
+  constexpr int64_t KB = Kernel::KB;
+  const int64_t kblocks = ceil_div(g.k, KB), block_size = s.taps * KB, dw_size = kblocks * block_size;
   const int64_t runs = std::max<int64_t>(1, std::min<int64_t>(g.n, num_threads()));
-  const int64_t kb = direct_width(g.k), dw_size = kb * s.taps;
-  alloc::Scratch<T> dwt_runs(static_cast<size_t>(runs * dw_size));  // [run][tap][kb]
+  alloc::Scratch<T> dwt_runs(static_cast<size_t>(dw != nullptr ? runs * dw_size : 0));  // [run][kb][tap][KB]
   std::vector<Acc> bias_runs(static_cast<size_t>(runs * g.k), Acc(0));
-  auto image = kb == 8    ? conv_image_dw_direct<T, 8>
-               : kb == 16 ? conv_image_dw_direct<T, 16>
-                          : conv_image_dw_direct<T, 32>;
   const Conv2dGeometry gp = unpadded(g);
+  const Kernel kernel{gp, s.taps};
   parallel_for(runs, 1, [&](int64_t r0, int64_t r1) {
-    alloc::Scratch<T> dyt(static_cast<size_t>(s.pixels * kb)), xp(static_cast<size_t>(gp.c * gp.h * gp.w));
+    alloc::Scratch<T> dyt(static_cast<size_t>(dw != nullptr ? s.pixels * KB : 0));
+    alloc::Scratch<T> xp(static_cast<size_t>(dw != nullptr ? gp.c * gp.h * gp.w : 0));
     for (int64_t r = r0; r < r1; ++r) {
-      T* dwt = dwt_runs.data() + r * dw_size;
-      std::fill(dwt, dwt + dw_size, T(0));
+      T* dwt = dw != nullptr ? dwt_runs.data() + r * dw_size : nullptr;
+      if (dwt != nullptr) std::fill(dwt, dwt + dw_size, T(0));
       for (int64_t b = r * g.n / runs; b < (r + 1) * g.n / runs; ++b) {
         const T* dy_b = dy + b * s.out_img;
-        if (dw != nullptr) image(gp, s, pad_image(g, x + b * s.in_img, xp.data()), dy_b, dyt.data(), dwt);
         for (int64_t k = 0; k < g.k; ++k) {
           const T* row = dy_b + k * s.pixels;
           bias_runs[r * g.k + k] = std::accumulate(row, row + s.pixels, bias_runs[r * g.k + k]);
+        }
+        if (dwt == nullptr) continue;
+        const T* xb = pad_image(g, x + b * s.in_img, xp.data());
+        for (int64_t kb = 0; kb < kblocks; ++kb) {
+          for (int64_t p = 0; p < s.pixels; ++p)
+            for (int64_t v = 0; v < KB; ++v) {
+              const int64_t k = kb * KB + v;
+              dyt.data()[p * KB + v] = k < g.k ? dy_b[k * s.pixels + p] : T(0);
+            }
+          kernel.image(xb, dyt.data(), dwt + kb * block_size);
         }
       }
     }
   });
   if (dw != nullptr) {
     for (int64_t k = 0; k < g.k; ++k) {
+      const int64_t kb = k / KB, v = k % KB;
       for (int64_t t = 0; t < s.taps; ++t) {
-        T sum = dwt_runs.data()[t * kb + k];
-        for (int64_t r = 1; r < runs; ++r) sum += dwt_runs.data()[r * dw_size + t * kb + k];
+        const int64_t at = kb * block_size + t * KB + v;
+        T sum = dwt_runs.data()[at];
+        for (int64_t r = 1; r < runs; ++r) sum += dwt_runs.data()[r * dw_size + at];
         dw[k * s.taps + t] = sum;
       }
     }
@@ -394,9 +501,24 @@ template <class T> void conv_backward_weight_direct(const Conv2dGeometry& g, con
 template <class T>
 void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias) {
   const ConvSizes s = conv_sizes(g);
-  if (direct_conv(g, s) && (dw != nullptr || dbias != nullptr)) {
-    conv_backward_weight_direct(g, s, x, dy, dw, dbias);
+  if (direct_dw(g, s) && (dw != nullptr || dbias != nullptr)) {
+    if (g.k <= DirectConv<T, 1>::KB) conv_backward_weight_direct<T, 1>(g, s, x, dy, dw, dbias);
+    else conv_backward_weight_direct<T, 2>(g, s, x, dy, dw, dbias);
     dw = dbias = nullptr;
+  }
+  if (dx != nullptr && g.stride_h == 1 && g.stride_w == 1 && g.pad_h < g.kh && g.pad_w < g.kw) {
+    // At stride 1, dx is itself a convolution: of dy, padded by kernel - 1 - pad, with each
+    // kernel flipped and the channel axes swapped. It runs as a forward (direct where that wins).
+    const Conv2dGeometry t{g.n, g.k, g.out_h(),          g.out_w(),         g.c, g.kh, g.kw,
+                           1,   1,   g.kh - 1 - g.pad_h, g.kw - 1 - g.pad_w};
+    alloc::Scratch<T> flipped(static_cast<size_t>(g.k * s.taps));
+    const int64_t area = g.kh * g.kw;
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t a = 0; a < area; ++a)
+          flipped.data()[(c * g.k + k) * area + a] = w[(k * g.c + c) * area + area - 1 - a];
+    conv2d_forward(t, dy, flipped.data(), static_cast<const T*>(nullptr), dx);
+    dx = nullptr;
   }
   if (dx == nullptr && dw == nullptr && dbias == nullptr) return;
   const int64_t group = group_size(g, s), groups = ceil_div(g.n, group);
