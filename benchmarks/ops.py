@@ -6,6 +6,11 @@ Every row first checks Nexus's result against the numpy reference, then times bo
 then many iterations, median). ratio = numpy time / nexus time, so > 1 means Nexus is faster.
 The metric column is GFLOP/s for matmul/conv and effective GB/s (bytes read + written once) for
 the memory-bound ops. The issue's bars are printed under the table with PASS/MISS.
+
+With torch importable, a second table sweeps conv2d shapes (kernel 1..7, stride 1..2, padding
+0..3, channels 1..256, inputs from 1xN to 64x64, batch 1..128): forward + backward (dx, dw and
+dbias) and forward alone, Nexus vs PyTorch eager, results and gradients checked against torch
+first; ratio = torch time / Nexus time, with their geometric mean (`--no-conv-sweep` skips it).
 """
 
 from __future__ import annotations
@@ -117,6 +122,88 @@ def make_cases(quick, rng):
     return cases
 
 
+# (batch, in channels, height, width, out channels, kernel, stride, padding, what it stands for)
+CONV_SWEEP = [
+    (100, 1, 1, 40, 25, (1, 5), (1, 2), (0, 2), "1xN signal, 5-tap, stride 2"),
+    (100, 25, 1, 20, 25, (1, 3), (1, 2), (0, 1), "1xN signal, 3-tap, stride 2"),
+    (64, 1, 28, 28, 6, 5, 1, 2, "LeNet conv1"),
+    (64, 6, 14, 14, 16, 5, 1, 0, "LeNet conv2"),
+    (32, 3, 32, 32, 16, 3, 1, 1, "ResNet stem"),
+    (32, 16, 32, 32, 16, 3, 1, 1, "ResNet 16->16"),
+    (1, 16, 32, 32, 16, 3, 1, 1, "ResNet 16->16, batch 1"),
+    (32, 16, 32, 32, 32, 3, 2, 1, "ResNet downsample 3x3"),
+    (32, 16, 32, 32, 32, 1, 2, 0, "ResNet downsample 1x1"),
+    (32, 32, 16, 16, 32, 3, 1, 1, "ResNet 32->32"),
+    (32, 64, 8, 8, 64, 3, 1, 1, "ResNet 64->64"),
+    (128, 32, 8, 8, 64, 3, 1, 1, "batch 128"),
+    (8, 3, 64, 64, 32, 7, 2, 3, "7x7 stem, stride 2, padding 3"),
+    (8, 64, 56, 56, 64, 3, 1, 1, "ResNet-18 stage 1"),
+    (8, 128, 28, 28, 128, 3, 1, 1, "ResNet-18 stage 2"),
+    (8, 256, 14, 14, 256, 3, 1, 1, "ResNet-18 stage 3"),
+    (8, 64, 28, 28, 256, 1, 1, 0, "pointwise 64->256"),
+    (8, 256, 14, 14, 64, 1, 1, 0, "pointwise 256->64"),
+    (16, 32, 24, 24, 48, (2, 4), (2, 1), (1, 2), "non-square kernel, mixed stride"),
+]
+
+
+def conv_row(spec, quick: bool, timing: dict, rng) -> tuple[list, float, float]:
+    """One sweep row: (table row, forward + backward ratio, forward ratio), torch time / Nexus time."""
+    n, c, h, w, k, kernel, stride, pad, what = spec
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    n = min(n, 8) if quick else n
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((k, c, kh, kw), dtype=np.float32) / np.float32(np.sqrt(c * kh * kw))
+    b = rng.standard_normal(k, dtype=np.float32)
+    tx, tw, tb = (torch.from_numpy(a).requires_grad_() for a in (x, wt, b))
+    nx_x, nx_w, nx_b = (nx.tensor(a, requires_grad=True) for a in (x, wt, b))
+    dy = rng.standard_normal(tuple(F.conv2d(tx, tw, tb, stride, pad).shape), dtype=np.float32)
+    t_dy, nx_dy = torch.from_numpy(dy), nx.tensor(dy)
+
+    def torch_step():
+        tx.grad = tw.grad = tb.grad = None
+        F.conv2d(tx, tw, tb, stride, pad).backward(t_dy)
+
+    def nexus_step():
+        nx_x.grad = nx_w.grad = nx_b.grad = None
+        nx.conv2d(nx_x, nx_w, nx_b, stride=stride, padding=pad).backward(nx_dy)
+
+    torch_step()
+    nexus_step()
+    name = f"conv2d {what}"
+    check(f"{name} y", nx.conv2d(nx_x, nx_w, nx_b, stride=stride, padding=pad).numpy(),
+          F.conv2d(tx, tw, tb, stride, pad).detach().numpy(), 1e-4, 1e-4)
+    for label, ours, peer in (("dx", nx_x, tx), ("dw", nx_w, tw), ("dbias", nx_b, tb)):
+        ref = peer.grad.numpy()  # sums of up to batch*pixels float32 products: tolerance by their scale
+        check(f"{name} {label}", ours.grad.numpy(), ref, 1e-3, 1e-5 * float(np.abs(ref).max()) + 1e-4)
+    x_in, w_in, b_in = nx_x.detach(), nx_w.detach(), nx_b.detach()
+    px, pw, pb = tx.detach(), tw.detach(), tb.detach()
+    t_t, t_n, f_t, f_n = [r["median"] for r in bench_interleaved(
+        [torch_step, nexus_step, lambda: F.conv2d(px, pw, pb, stride, pad),
+         lambda: nx.conv2d(x_in, w_in, b_in, stride=stride, padding=pad)], **timing)]
+    row = [what, f"{n}x{c}x{h}x{w}", f"{k}x{c}x{kh}x{kw}", str(stride), str(pad), fmt_ms(t_t), fmt_ms(t_n),
+           f"{t_t / t_n:.2f}x", fmt_ms(f_t), fmt_ms(f_n), f"{f_t / f_n:.2f}x"]
+    return row, t_t / t_n, f_t / f_n
+
+
+def conv_sweep(quick: bool) -> None:
+    """Forward + backward and forward-only conv2d, Nexus vs torch eager, one row per shape."""
+    timing = dict(warmup=2, min_time=0.1) if quick else dict(warmup=3, min_time=0.5)
+    rng = np.random.default_rng(1)
+    rows, both, fwd = [], [], []
+    for spec in CONV_SWEEP:
+        row, ratio, fwd_ratio = conv_row(spec, quick, timing, rng)
+        rows.append(row)
+        both.append(ratio)
+        fwd.append(fwd_ratio)
+    print("\n## conv2d sweep: forward + backward and forward alone, torch eager vs Nexus (float32)\n")
+    table(rows, ["shape", "input", "weight", "stride", "padding", "torch ms", "nexus ms", "ratio",
+                 "fwd torch ms", "fwd nexus ms", "fwd ratio"])
+    geo = lambda r: float(np.exp(np.mean(np.log(r))))  # noqa: E731
+    print(f"\nGeometric mean (torch / nexus): forward + backward {geo(both):.2f}x, forward {geo(fwd):.2f}x; "
+          f"rows below 1.0x: {sum(r < 1.0 for r in both)} of {len(both)} (forward + backward). "
+          "Grouped and depthwise convolutions are not in the sweep: nx.conv2d has no groups yet.")
+
+
 def header(args, thread_notes):
     info = nx.info()
     print(f"# benchmarks/ops.py{' --quick' if args.quick else ''} --threads {args.threads}\n")
@@ -134,6 +221,7 @@ def main(argv=None):
                         help=f"nexus and numpy BLAS threads (default {BAR_THREADS}, as the bars)")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes, short timing (smoke test, ~10 s)")
+    parser.add_argument("--no-conv-sweep", action="store_true", help="skip the conv2d sweep against torch")
     args = parser.parse_args(argv)
 
     header(args, threads(args.threads))
@@ -171,6 +259,8 @@ def main(argv=None):
     for label, key, bar in BARS:
         verdict = "PASS" if ratios[key] >= bar else "MISS"
         print(f"- {label}: {ratios[key]:.2f}x at {shapes[key]}  {verdict}")
+    if torch is not None and not args.no_conv_sweep:
+        conv_sweep(args.quick)
     return 0
 
 

@@ -607,16 +607,17 @@ template <class T> void check_conv2d(const ConvCase& g, bool with_bias) {
 TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_padding) {
   Threads threads(3);
   // Output channels on both sides of one and two vectors of every variant (4 .. 32 lanes), and
-  // several blocks; rows from 1 pixel to past the widest pixel block (16), so every tail width runs.
+  // several blocks; every row width from 1 pixel to past the widest pixel block (16), so that
+  // every tail width runs.
   for (int64_t k : {1, 5, 8, 9, 16, 17, 32, 33, 70})
-    for (int64_t width : {1, 3, 7, 12, 19, 40}) check_conv2d<float>({2, 3, 4, width + 2, k, 3, 3, 1, 1, 0, 0}, k % 2);
+    for (int64_t width = 1; width <= 25; ++width) check_conv2d<float>({2, 3, 4, width + 2, k, 3, 3, 1, 1, 0, 0}, k % 2);
   for (const ConvCase& g : std::vector<ConvCase>{
            {1, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1},  // a ResNet block's shape, at batch 1
            {3, 6, 14, 13, 16, 5, 5, 2, 1, 2, 1},   // unequal strides and padding
            {2, 1, 9, 11, 6, 2, 3, 1, 2, 0, 1},     // a non-square kernel
            {2, 20, 5, 6, 40, 1, 1, 2, 2, 0, 0},    // pointwise, strided
            {1, 80, 6, 6, 24, 1, 1, 1, 1, 0, 0},    // pointwise over many channels (the GEMM path)
-           {1, 240, 5, 5, 8, 3, 3, 1, 1, 1, 1},    // 2160 taps (the GEMM path)
+           {1, 460, 3, 4, 8, 3, 3, 1, 1, 1, 1},    // 4140 taps (the GEMM path)
            {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1},      // an empty batch
        }) {
     check_conv2d<float>(g, true);
@@ -678,14 +679,14 @@ TEST(conv2d_gradients_match_the_scalar_sums) {
            {2, 4, 9, 9, 70, 3, 2, 1, 1, 0, 1},    // several blocks, a non-square kernel
            {3, 3, 11, 12, 9, 3, 3, 2, 2, 1, 1},   // stride 2: dx through im2col + gemm
            {2, 2, 6, 6, 5, 3, 3, 1, 1, 2, 2},     // padding of the whole kernel extent less one
-           {1, 130, 5, 5, 6, 3, 3, 1, 1, 1, 1},   // 1170 taps: dw through gemm
+           {1, 460, 4, 4, 6, 3, 3, 1, 1, 1, 1},   // 4140 taps: dw through gemm
            {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1},     // an empty batch: dw and dbias are 0
        }) {
     check_conv2d_grad<float>(g);
     check_conv2d_grad<double>(g);
   }
-  // Every tail of the weight gradient's tap blocks (up to 16 taps) with one and two channel vectors.
-  for (int64_t c = 1; c <= 17; ++c)
+  // Every tail of the weight gradient's tap blocks (up to 24 taps) with one and two channel vectors.
+  for (int64_t c = 1; c <= 25; ++c)
     for (int64_t k : {3, 20}) check_conv2d_grad<float>({2, c, 4, 5, k, 1, 1, 1, 1, 0, 0});
 }
 

@@ -125,15 +125,14 @@ int64_t group_size(const Conv2dGeometry& g, const ConvSizes& s) {
 
 // The forward runs direct (conv2d_forward_direct) except where BLAS was measured faster (Zen 4,
 // 2 threads, vs im2col + gemm): pointwise convolutions of 64 channels or more, whose im2col is
-// the input itself, and 2048 taps or more (512 channels of 3x3), where a channel block's
-// weights no longer stay in L2 across a row.
+// the input itself, and 4096 taps or more (512 channels of 3x3; 256 channels ran faster direct).
 bool direct_forward(const Conv2dGeometry& g, const ConvSizes& s) {
-  return s.taps < 2048 && !(g.kh * g.kw == 1 && g.c >= 64);
+  return s.taps < 4096 && !(g.kh * g.kw == 1 && g.c >= 64);
 }
 
-// The weight gradient runs direct (conv_backward_weight_direct) below 2048 taps, as the forward
-// does: measured as fast as im2col + gemm at 1152 taps and slower at 4608 (Zen 4, 2 threads).
-bool direct_dw(const Conv2dGeometry&, const ConvSizes& s) { return s.taps < 2048; }
+// The weight gradient runs direct (conv_backward_weight_direct) below 4096 taps, as the forward
+// does: measured faster than im2col + gemm at 2304 taps and slower at 4608 (Zen 4, 2 threads).
+bool direct_dw(const Conv2dGeometry&, const ConvSizes& s) { return s.taps < 4096; }
 
 // A padded conv runs the unpadded kernels on a zero-padded copy of the image (c planes of
 // (h + 2*pad_h) x (w + 2*pad_w)); returns that copy's geometry.
@@ -160,23 +159,24 @@ template <class T> const T* pad_image(const Conv2dGeometry& g, const T* x, T* pa
 // ---- the direct forward kernel ------------------------------------------------------------------
 //
 // A block of KV native vectors of output channels (KB = KV * lanes channels) times R consecutive
-// output pixels of one row: the R x KV channel sums stay in registers across all c*kh*kw taps,
+// output pixels: the R x KV channel sums stay in registers across all c*kh*kw taps,
 // each tap one broadcast input pixel times the tap's KB weights. This file is built with
 // contraction on (CMakeLists.txt), so that is one fused multiply-add, as in a BLAS kernel. R is
-// what the variant's registers hold: R*KV accumulators, KV weights and one broadcast.
+// what the variant's registers hold: kAccRegs[KV] accumulators, KV weights and one broadcast.
+// With 32 registers, one vector of channels takes 16 pixels, not 24 (measured faster, Zen 4).
 #if defined(__AVX512F__)
-constexpr int64_t kVecBytes = 64, kPixelRegs = 16;
+constexpr int64_t kVecBytes = 64, kAccRegs[3] = {0, 16, 24};
 #elif defined(__AVX__)
-constexpr int64_t kVecBytes = 32, kPixelRegs = 12;
+constexpr int64_t kVecBytes = 32, kAccRegs[3] = {0, 12, 12};
 #elif defined(__aarch64__)
-constexpr int64_t kVecBytes = 16, kPixelRegs = 16;
+constexpr int64_t kVecBytes = 16, kAccRegs[3] = {0, 16, 24};
 #else
-constexpr int64_t kVecBytes = 16, kPixelRegs = 12;
+constexpr int64_t kVecBytes = 16, kAccRegs[3] = {0, 12, 12};
 #endif
 
 template <class T, int64_t KV> struct DirectConv {
   typedef T V __attribute__((vector_size(kVecBytes)));  // (a `using` would drop the attribute)
-  static constexpr int64_t kLanes = kVecBytes / sizeof(T), KB = KV * kLanes, R = kPixelRegs / KV;
+  static constexpr int64_t kLanes = kVecBytes / sizeof(T), KB = KV * kLanes, R = kAccRegs[KV] / KV;
 
   const Conv2dGeometry& g;  // the zero-padded image's geometry (no padding left)
   const T* wt;              // [k block][tap][KB], zero beyond k
@@ -189,28 +189,31 @@ template <class T, int64_t KV> struct DirectConv {
     return v;
   }
 
-  // y (one image's output) for channel block kb, row oh, pixels [ow, ow + RN). KW is the kernel
+  // y (one image's output) for channel block kb and output pixels [p0, p0 + RN) in row-major
+  // order (a block may span rows: narrow outputs such as 8x8 fill whole blocks). KW is the kernel
   // width when the compiler should unroll it (3), else 0 (g.kw at run time).
-  template <int64_t RN, int64_t KW> void block(const T* x, int64_t kb, int64_t oh, int64_t ow, T* y) const {
+  template <int64_t RN, int64_t KW> void block(const T* x, int64_t kb, int64_t p0, T* y) const {
+    int64_t at[RN];  // where pixel p0 + r's window starts in x
+    const int64_t ow_n = g.out_w();
+    for (int64_t r = 0; r < RN; ++r) at[r] = (p0 + r) / ow_n * g.stride_h * g.w + (p0 + r) % ow_n * g.stride_w;
     V acc[RN][KV];
     for (int64_t v = 0; v < KV; ++v) {
       const V b = load(bias + kb * KB + v * kLanes);
-#pragma GCC unroll 16
+#pragma GCC unroll 24
       for (int64_t r = 0; r < RN; ++r) acc[r][v] = b;
     }
-    const int64_t sw = g.stride_w;
     const T* w = wt + kb * taps * KB;
+    const int64_t kw = KW > 0 ? KW : g.kw;
     for (int64_t ci = 0; ci < g.c; ++ci) {
       for (int64_t i = 0; i < g.kh; ++i) {
-        const T* src = x + (ci * g.h + oh * g.stride_h + i) * g.w + ow * sw;
-        const int64_t kw = KW > 0 ? KW : g.kw;
+        const T* src = x + (ci * g.h + i) * g.w;
 #pragma GCC unroll 4
         for (int64_t j = 0; j < kw; ++j, w += KB) {
           V wv[KV];
           for (int64_t v = 0; v < KV; ++v) wv[v] = load(w + v * kLanes);
-#pragma GCC unroll 16
+#pragma GCC unroll 24
           for (int64_t r = 0; r < RN; ++r) {
-            const T xv = src[j + r * sw];
+            const T xv = src[at[r] + j];
             for (int64_t v = 0; v < KV; ++v) acc[r][v] += xv * wv[v];
           }
         }
@@ -219,40 +222,36 @@ template <class T, int64_t KV> struct DirectConv {
     T out[RN][KB];
     std::memcpy(out, acc, sizeof(out));
     const int64_t k0 = kb * KB, kn = std::min(KB, g.k - k0);
-    T* dst = y + k0 * pixels + oh * g.out_w() + ow;
+    T* dst = y + k0 * pixels + p0;
     for (int64_t k = 0; k < kn; ++k, dst += pixels)
       for (int64_t r = 0; r < RN; ++r) dst[r] = out[r][k];
   }
 
-  // The last RN < R pixels of a row, with the block of exactly that width.
-  template <int64_t RN, int64_t KW> void tail(const T* x, int64_t kb, int64_t oh, int64_t ow, int64_t n, T* y) const {
+  // The last n < R pixels of an image, with the block of exactly that width.
+  template <int64_t RN, int64_t KW> void tail(const T* x, int64_t kb, int64_t p0, int64_t n, T* y) const {
     if constexpr (RN > 0) {
-      if (n == RN) return block<RN, KW>(x, kb, oh, ow, y);
-      tail<RN - 1, KW>(x, kb, oh, ow, n, y);
+      if (n == RN) return block<RN, KW>(x, kb, p0, y);
+      tail<RN - 1, KW>(x, kb, p0, n, y);
     }
   }
 
-  template <int64_t KW> void row_kw(const T* x, int64_t kb, int64_t oh, T* y) const {
-    const int64_t ow_n = g.out_w();
-    int64_t ow = 0;
-    for (; ow + R <= ow_n; ow += R) block<R, KW>(x, kb, oh, ow, y);
-    tail<R - 1, KW>(x, kb, oh, ow, ow_n - ow, y);
-  }
-
-  void row(const T* x, int64_t kb, int64_t oh, T* y) const {
-    if (g.kw == 3) return row_kw<3>(x, kb, oh, y);
-    row_kw<0>(x, kb, oh, y);
+  // Pixels [p0, min(p0 + R, pixels)) of channel block kb.
+  void pixel_block(const T* x, int64_t kb, int64_t p0, T* y) const {
+    const int64_t n = std::min(R, pixels - p0);
+    if (g.kw == 3) return n == R ? block<R, 3>(x, kb, p0, y) : tail<R - 1, 3>(x, kb, p0, n, y);
+    n == R ? block<R, 0>(x, kb, p0, y) : tail<R - 1, 0>(x, kb, p0, n, y);
   }
 };
 
-// The direct forward over the pool: one unit of work is one output row of one channel block of
-// one image, units ordered image-major so a thread's run pads each image once and reuses a
-// channel block's weights along its rows. KV = 1 (one vector of channels) when k fits in it.
+// The direct forward over the pool: one unit of work is one block of R output pixels of one
+// channel block of one image, units ordered image-major so a thread's run pads each image once
+// and reuses a channel block's weights across its pixels. KV = 1 (one vector of channels) when k
+// fits in it.
 template <class T, int64_t KV>
 void conv2d_forward_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* w, const T* bias, T* y) {
   using Kernel = DirectConv<T, KV>;
-  constexpr int64_t KB = Kernel::KB;
-  const int64_t kblocks = ceil_div(g.k, KB), oh_n = g.out_h();
+  constexpr int64_t KB = Kernel::KB, R = Kernel::R;
+  const int64_t kblocks = ceil_div(g.k, KB), pixel_blocks = ceil_div(s.pixels, R);
   alloc::Scratch<T> wt(static_cast<size_t>(kblocks * s.taps * KB)), bias_kb(static_cast<size_t>(kblocks * KB));
   for (int64_t kb = 0; kb < kblocks; ++kb)
     for (int64_t t = 0; t < s.taps; ++t)
@@ -263,19 +262,19 @@ void conv2d_forward_direct(const Conv2dGeometry& g, const ConvSizes& s, const T*
   for (int64_t k = 0; k < kblocks * KB; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
   const Conv2dGeometry gp = unpadded(g);
   const Kernel kernel{gp, wt.data(), bias_kb.data(), s.taps, s.pixels};
-  const int64_t per_image = kblocks * oh_n, unit_work = g.out_w() * s.taps * KB;
+  const int64_t per_image = kblocks * pixel_blocks, unit_work = R * s.taps * KB;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(unit_work, 1));
   parallel_for(g.n * per_image, grain, [&](int64_t u0, int64_t u1) {
     alloc::Scratch<T> xp(static_cast<size_t>(g.pad_h == 0 && g.pad_w == 0 ? 0 : gp.c * gp.h * gp.w));
     int64_t padded_b = -1;
     const T* xb = nullptr;
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t b = u / per_image, kb = (u % per_image) / oh_n, oh = u % oh_n;
+      const int64_t b = u / per_image, kb = u % per_image / pixel_blocks, q = u % pixel_blocks;
       if (b != padded_b) {
         xb = pad_image(g, x + b * s.in_img, xp.data());
         padded_b = b;
       }
-      kernel.row(xb, kb, oh, y + b * s.out_img);
+      kernel.pixel_block(xb, kb, q * R, y + b * s.out_img);
     }
   });
 }
@@ -393,7 +392,7 @@ template <class T> void add_runs(const std::vector<Acc>& partials, int64_t runs,
 template <class T, int64_t KV> struct DirectConvWeight {
   using Fwd = DirectConv<T, KV>;
   using V = typename Fwd::V;
-  static constexpr int64_t kLanes = Fwd::kLanes, KB = Fwd::KB, TB = kPixelRegs / KV;
+  static constexpr int64_t kLanes = Fwd::kLanes, KB = Fwd::KB, TB = kAccRegs[KV] / KV;
 
   const Conv2dGeometry& g;  // the zero-padded image's geometry
   int64_t taps;
