@@ -1,7 +1,8 @@
 // The JSONL range parser. Each line is one object; values go straight into the ColumnBuilder of
 // their key. Keys usually come in the same order on every line, so the key at position k is first
 // compared with the one seen at position k on the previous line (one memcmp) before any hash
-// lookup. Numbers parse with std::from_chars (exact: the double nearest to the decimal text).
+// lookup. Numbers are checked against JSON's grammar, then parse with std::from_chars (exact: the
+// double nearest to the decimal text).
 // A malformed line throws Fail inside the parser; the range either stops there (raise) or rolls the
 // line back and goes on (skip). Type conflicts between lines are never skipped.
 #include "data/jsonl.h"
@@ -249,25 +250,48 @@ class RangeParser {
       return Num::Float;
     }
     if (t >= e_ || !is_digit(*t)) fail(p_, "expected a value (string, number, true, false, null or a list)");
-    auto r = std::from_chars(s, e_, i);
-    bool integral = r.ptr == e_ || (*r.ptr != '.' && *r.ptr != 'e' && *r.ptr != 'E');
+    bool integral = true;
+    const char* end = number_end(&integral);
+    auto r = std::from_chars(s, end, i);
     if (r.ec == std::errc() && integral) {
-      p_ = r.ptr;
+      p_ = end;
       return Num::Int;
     }
     parse_double(d);
     return r.ec == std::errc::result_out_of_range && integral ? Num::BigInt : Num::Float;
   }
 
-  void parse_double(double& d) {
-    auto r = std::from_chars(p_, e_, d);
-    if (r.ec == std::errc::result_out_of_range) {
-      d = std::strtod(std::string(p_, r.ptr).c_str(), nullptr);  // overflow → ±inf, underflow → 0
-    } else if (r.ec != std::errc() || !(is_digit(*p_) || *p_ == '-') ||
-               (*p_ == '-' && (p_ + 1 >= e_ || !is_digit(p_[1])))) {
-      fail(p_, "expected a number");
+  // The end of the number at p_ under JSON's grammar (RFC 8259):
+  // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?. Anything else fails at the byte that breaks it:
+  // JSON has no 01, 2. or 2.e3, which std::from_chars alone would read. *integral: no fraction and
+  // no exponent.
+  const char* number_end(bool* integral = nullptr) {
+    const char* t = p_;
+    if (t < e_ && *t == '-') ++t;
+    if (t >= e_ || !is_digit(*t)) fail(p_, "expected a number");
+    if (*t == '0' && t + 1 < e_ && is_digit(t[1]))
+      fail(t, "a number with a leading zero, which JSON does not allow (write 1, not 01)");
+    while (t < e_ && is_digit(*t)) ++t;
+    if (integral != nullptr) *integral = t >= e_ || (*t != '.' && *t != 'e' && *t != 'E');
+    if (t < e_ && *t == '.') {
+      if (++t >= e_ || !is_digit(*t)) fail(t, "expected a digit after the decimal point (JSON has no 2.: write 2.0)");
+      while (t < e_ && is_digit(*t)) ++t;
     }
-    p_ = r.ptr;
+    if (t < e_ && (*t == 'e' || *t == 'E')) {
+      if (++t < e_ && (*t == '+' || *t == '-')) ++t;
+      if (t >= e_ || !is_digit(*t)) fail(t, "expected a digit in the number's exponent");
+      while (t < e_ && is_digit(*t)) ++t;
+    }
+    return t;
+  }
+
+  void parse_double(double& d) {
+    const char* end = number_end();
+    auto r = std::from_chars(p_, end, d);
+    if (r.ec == std::errc::result_out_of_range)
+      d = std::strtod(std::string(p_, end).c_str(), nullptr);  // overflow → ±inf, underflow → 0
+    else if (r.ec != std::errc() || r.ptr != end) fail(p_, "expected a number");
+    p_ = end;
   }
 
   // ---- values ------------------------------------------------------------------------------

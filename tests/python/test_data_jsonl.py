@@ -135,6 +135,28 @@ def test_malformed_line_names_line_and_byte(line, what):
     assert 18 <= byte <= 18 + len(line)  # the line starts at byte 18
 
 
+@pytest.mark.parametrize("text,at,what", [
+    ("01", 0, "leading zero"), ("-01", 1, "leading zero"), ("00", 0, "leading zero"),
+    ("2.", 2, "digit after the decimal point"), ("0.e1", 2, "digit after the decimal point"),
+    ("2.e+3", 2, "digit after the decimal point"), ("1e", 2, "exponent"), ("1E+", 3, "exponent"),
+    ("1.5e-", 5, "exponent"),
+])
+@pytest.mark.parametrize("first", ["", '{"a": 0.5}\n', '{"a": 7}\n'], ids=["new", "float", "int"])
+def test_numbers_outside_json_grammar_raise_at_their_byte(text, at, what, first):
+    # RFC 8259 has no leading zeros, no bare '.', no empty exponent; std::from_chars alone would
+    # read a prefix. Checked for a column of no kind yet, of floats (the fast path) and of ints.
+    data = (first + '{"a": ' + text + "}\n").encode()
+    line = 2 if first else 1
+    with pytest.raises(ValueError, match=f"line {line}, byte {len(first) + 6 + at}: .*{what}"):
+        nx.data.read_jsonl(data)
+
+
+def test_numbers_within_json_grammar_read_as_python_does():
+    texts = ["0", "-0", "-0.0", "7", "1.5", "-0.0e-0", "1E+2", "2e-3", "123456789012345678901234", "1e400", "0.1e1"]
+    t = nx.data.read_jsonl("".join('{"a": %s}\n' % x for x in texts).encode())
+    assert t["a"].tolist() == [float(x) for x in texts]
+
+
 def test_type_conflict_and_list_length_raise_even_when_skipping():
     with pytest.raises(ValueError, match="line 2.*column 'a' holds integers"):
         nx.data.read_jsonl(b'{"a": 1}\n{"a": "x"}\n', on_error="skip")
