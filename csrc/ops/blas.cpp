@@ -15,6 +15,9 @@ static CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
 // costs more in hand-offs than it saves (and OpenBLAS's own spinning workers, on a busy machine,
 // cost a whole scheduler slice). One pool for kernels and GEMM: never oversubscribed.
 static constexpr int64_t kThreadedGemmFlops = int64_t(1) << 22;
+// A product of few rows reading a large operand (a GEMV over a layer's weights at batch 1) is
+// bound by memory, not FLOPs: from this many bytes read, two cores' bandwidth beats one.
+static constexpr int64_t kThreadedGemmBytes = int64_t(1) << 18;
 // From ~0.1 GFLOP on, OpenBLAS's own threading wins (its threads share one packed panel instead of
 // each block packing its own); its workers' hand-off is small next to the product.
 static constexpr int64_t kBlasThreadedGemmFlops = int64_t(1) << 27;
@@ -40,11 +43,12 @@ class BlasThreads {
 template <class T, class Call> static void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a,
                                                    int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, Call call) {
   int threads = num_threads();
-  if (threads == 1 || 2 * m * n * k < kThreadedGemmFlops || in_parallel_region()) {
+  const int64_t flops = 2 * m * n * k, bytes = (m * k + k * n) * int64_t(sizeof(T));
+  if (threads == 1 || (flops < kThreadedGemmFlops && bytes < kThreadedGemmBytes) || in_parallel_region()) {
     call(m, n, a, b, c);
     return;
   }
-  if (2 * m * n * k >= kBlasThreadedGemmFlops) {
+  if (flops >= kBlasThreadedGemmFlops) {
     BlasThreads lend(threads);
     call(m, n, a, b, c);
     return;
