@@ -257,7 +257,7 @@ class RangeParser {
       p_ = end;
       return Num::Int;
     }
-    parse_double(d);
+    parse_double(d, end);
     return r.ec == std::errc::result_out_of_range && integral ? Num::BigInt : Num::Float;
   }
 
@@ -285,8 +285,8 @@ class RangeParser {
     return t;
   }
 
-  void parse_double(double& d) {
-    const char* end = number_end();
+  // The double of the number at p_, which ends at end (number_end()).
+  void parse_double(double& d, const char* end) {
     auto r = std::from_chars(p_, end, d);
     if (r.ec == std::errc::result_out_of_range)
       d = std::strtod(std::string(p_, end).c_str(), nullptr);  // overflow → ±inf, underflow → 0
@@ -326,7 +326,7 @@ class RangeParser {
     }
     if (b.kind() == Kind::Float && *p_ != 'N' && *p_ != 'I' && !(*p_ == '-' && p_ + 1 < e_ && p_[1] == 'I')) {
       if (!is_digit(*p_) && *p_ != '-') fail(p_, "expected a number");
-      parse_double(d);
+      parse_double(d, number_end());
       return b.push_float(d);
     }
     if (number(i, d) == Num::Int) {

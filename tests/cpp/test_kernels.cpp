@@ -563,11 +563,13 @@ template <class T> std::vector<T> uniform_values(std::mt19937& rng, int64_t n) {
 // (0 outside the input), in long double.
 struct ConvCase {
   int64_t n, c, h, w, k, kh, kw, sh, sw, ph, pw;
+  int64_t out_h() const { return (h + 2 * ph - kh) / sh + 1; }
+  int64_t out_w() const { return (w + 2 * pw - kw) / sw + 1; }
 };
 
 template <class T> std::vector<T> conv_reference(const ConvCase& g, const std::vector<T>& x, const std::vector<T>& w,
                                                  const std::vector<T>& bias) {
-  const int64_t oh_n = (g.h + 2 * g.ph - g.kh) / g.sh + 1, ow_n = (g.w + 2 * g.pw - g.kw) / g.sw + 1;
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
   std::vector<T> y(size_t(g.n * g.k * oh_n * ow_n));
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t k = 0; k < g.k; ++k)
@@ -630,7 +632,7 @@ TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_p
 template <class T> void check_conv2d_grad(const ConvCase& g) {
   std::mt19937 rng(43);
   auto random = [&](int64_t n) { return uniform_values<T>(rng, n); };
-  const int64_t oh_n = (g.h + 2 * g.ph - g.kh) / g.sh + 1, ow_n = (g.w + 2 * g.pw - g.kw) / g.sw + 1;
+  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
   const std::vector<T> x = random(g.n * g.c * g.h * g.w), w = random(g.k * g.c * g.kh * g.kw);
   const std::vector<T> dy = random(g.n * g.k * oh_n * ow_n);
   std::vector<long double> dx(x.size()), dw(w.size()), db(size_t(g.k));

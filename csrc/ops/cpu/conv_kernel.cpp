@@ -243,6 +243,22 @@ template <class T, int64_t KV> struct DirectConv {
   }
 };
 
+// fn(kb, t, v) for every channel block kb, tap t and lane v: the traversal of a transpose between
+// [k][tap] and [k block][tap][lane] (the direct kernels' weight layout), in tiles of 16 taps whose
+// rows of both layouts stay in L1 (column by column, every access of a large w is a cache miss:
+// 50 us for 64x576 weights, as long as a 1-pixel convolution), split over the pool when there
+// are many (a large w is a sizeable share of a batch-1 convolution).
+template <class Fn> void for_block_tiles(int64_t kblocks, int64_t taps, int64_t lanes, const Fn& fn) {
+  const int64_t tiles = ceil_div(taps, 16);
+  parallel_for(kblocks * tiles, std::max<int64_t>(1, kElementwiseGrain / (16 * lanes)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t kb = i / tiles, t0 = i % tiles * 16, t1 = std::min(taps, t0 + 16);
+      for (int64_t v = 0; v < lanes; ++v)
+        for (int64_t t = t0; t < t1; ++t) fn(kb, t, v);
+    }
+  });
+}
+
 // The direct forward over the pool: one unit of work is one block of R output pixels of one
 // channel block of one image, units ordered image-major so a thread's run pads each image once
 // and reuses a channel block's weights across its pixels. KV = 1 (one vector of channels) when k
@@ -252,22 +268,10 @@ void conv2d_forward_direct(const Conv2dGeometry& g, const ConvSizes& s, const T*
   using Kernel = DirectConv<T, KV>;
   constexpr int64_t KB = Kernel::KB, R = Kernel::R;
   const int64_t kblocks = ceil_div(g.k, KB), pixel_blocks = ceil_div(s.pixels, R);
-  // w (k, taps) to wt [k block][tap][KB], zero past k: a transpose per channel block, in tiles of
-  // 16 taps whose rows stay in L1 (column by column, every access of a large w is a cache miss:
-  // 50 us for 64x576 weights, as long as the 1-pixel convolution itself).
-  // The tiles are split over the pool when there are many (a large w is a sizeable share of a
-  // batch-1 convolution).
   alloc::Scratch<T> wt(static_cast<size_t>(kblocks * s.taps * KB)), bias_kb(static_cast<size_t>(kblocks * KB));
-  const int64_t tiles = ceil_div(s.taps, 16);
-  parallel_for(kblocks * tiles, std::max<int64_t>(1, kElementwiseGrain / (16 * KB)), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t kb = i / tiles, t0 = i % tiles * 16, t1 = std::min(s.taps, t0 + 16);
-      T* dst = wt.data() + kb * s.taps * KB;
-      for (int64_t v = 0; v < KB; ++v) {
-        const int64_t k = kb * KB + v;
-        for (int64_t t = t0; t < t1; ++t) dst[t * KB + v] = k < g.k ? w[k * s.taps + t] : T(0);
-      }
-    }
+  for_block_tiles(kblocks, s.taps, KB, [&](int64_t kb, int64_t t, int64_t v) {
+    const int64_t k = kb * KB + v;
+    wt.data()[(kb * s.taps + t) * KB + v] = k < g.k ? w[k * s.taps + t] : T(0);
   });
   for (int64_t k = 0; k < kblocks * KB; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
   const Conv2dGeometry gp = unpadded(g);
@@ -489,15 +493,13 @@ template <class T, int64_t KV> void conv_backward_weight_direct(const Conv2dGeom
     }
   });
   if (dw != nullptr) {
-    for (int64_t k = 0; k < g.k; ++k) {
-      const int64_t kb = k / KB, v = k % KB;
-      for (int64_t t = 0; t < s.taps; ++t) {
-        const int64_t at = kb * block_size + t * KB + v;
-        T sum = dwt_runs.data()[at];
-        for (int64_t r = 1; r < runs; ++r) sum += dwt_runs.data()[r * dw_size + at];
-        dw[k * s.taps + t] = sum;
-      }
-    }
+    for_block_tiles(kblocks, s.taps, KB, [&](int64_t kb, int64_t t, int64_t v) {
+      const int64_t k = kb * KB + v, at = kb * block_size + t * KB + v;
+      if (k >= g.k) return;
+      T sum = dwt_runs.data()[at];
+      for (int64_t r = 1; r < runs; ++r) sum += dwt_runs.data()[r * dw_size + at];
+      dw[k * s.taps + t] = sum;
+    });
   }
   if (dbias != nullptr) add_runs(bias_runs, runs, g.k, dbias);
 }
