@@ -3,6 +3,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include "bindings.h"
 #include "comm/loopback_allreduce.h"
 
@@ -21,6 +23,15 @@ RankBuffer to_rank_buffer(py::array& a) {
   NX_CHECK_TYPE(f64 || a.dtype().is(py::dtype::of<float>()),
                 "loopback_allreduce: buffers must be float32 or float64, got ", std::string(py::str(a.dtype())));
   return {a.mutable_data(), f64 ? DType::Float64 : DType::Float32, size_t(a.size())};
+}
+
+// An `out=` array of a codec call: written in place, so it must be exactly what the call
+// writes (a converted copy would silently drop the result).
+void check_out(const py::array& out, const py::dtype& dtype, size_t min_size, const std::string& what) {
+  NX_CHECK(
+      out.dtype().is(dtype) && (out.flags() & py::array::c_style) && out.writeable() && size_t(out.size()) >= min_size,
+      "Codec(\"", what, ": out must be a writeable contiguous ", std::string(py::str(dtype)), " array of at least ",
+      min_size, " elements, got ", std::string(py::str(out.dtype())), " of ", out.size());
 }
 
 AllReduceOptions options(ReduceOp op, const std::string& compression, size_t segment_bytes, double timeout_s) {
@@ -44,18 +55,50 @@ void bind_comm(py::module_& root) {
       .def("max_encoded_bytes", &Codec::max_encoded_bytes, py::arg("n"))
       .def(
           "encode",
-          [](const Codec& c, Floats x) {
-            auto v = encode_to_vector(c, x.data(), size_t(x.size()));
-            return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+          [](const Codec& c, Floats x, std::optional<py::array> out) -> py::object {
+            const size_t n = size_t(x.size());
+            if (!out) {
+              std::vector<std::byte> v;
+              {
+                py::gil_scoped_release nogil;
+                v = encode_to_vector(c, x.data(), n);
+              }
+              return py::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+            }
+            check_out(*out, py::dtype::of<uint8_t>(), c.max_encoded_bytes(n), str(c.spec(), "\").encode"));
+            auto* dst = reinterpret_cast<std::byte*>(out->mutable_data());
+            py::gil_scoped_release nogil;
+            return py::int_(c.encode(x.data(), n, dst));
           },
-          py::arg("x"))
+          py::arg("x"), py::arg("out") = py::none(),
+          "Encodes float32 x: into new bytes, or into `out` (uint8) returning the bytes written")
       .def(
           "decode",
-          [](const Codec& c, std::string_view b, size_t n) {
-            auto v = decode_to_vector(c, reinterpret_cast<const std::byte*>(b.data()), b.size(), n);
-            return Floats(py::ssize_t(v.size()), v.data());
+          [](const Codec& c, py::buffer data, size_t n, std::optional<py::array> out, bool accumulate) -> py::object {
+            const py::buffer_info in = data.request();
+            NX_CHECK(in.ndim <= 1 && (in.ndim == 0 || in.strides[0] == in.itemsize), "Codec(\"", c.spec(),
+                     "\").decode: data must be contiguous bytes");
+            const auto* src = static_cast<const std::byte*>(in.ptr);
+            const size_t bytes = size_t(in.size * in.itemsize);
+            if (!out) {
+              NX_CHECK(!accumulate, "Codec.decode: accumulate=True needs an out array to add into");
+              std::vector<float> v;
+              {
+                py::gil_scoped_release nogil;
+                v = decode_to_vector(c, src, bytes, n);
+              }
+              return Floats(py::ssize_t(v.size()), v.data());
+            }
+            check_out(*out, py::dtype::of<float>(), n, str(c.spec(), "\").decode"));
+            auto* dst = static_cast<float*>(out->mutable_data());
+            {
+              py::gil_scoped_release nogil;
+              c.decode(src, bytes, dst, n, accumulate);
+            }
+            return std::move(*out);
           },
-          py::arg("data"), py::arg("n"));
+          py::arg("data"), py::arg("n"), py::arg("out") = py::none(), py::arg("accumulate") = false,
+          "Decodes n float32 values: into a new array, or into (accumulate: added to) `out`");
 
   py::class_<Residual>(m, "Residual")
       .def(py::init<size_t>(), py::arg("n"))

@@ -6,8 +6,9 @@
 //   "int8"        per block of kInt8Block elements: one float32 scale = max|x| / 127 (rounded up
 //                 in blocks of subnormal magnitude, where the quotient rounds too far down for
 //                 the bound), then one int8 per element q = round(x / scale); |x - q*scale| <= scale/2
-//   "topk:RATIO"  the k = ceil(RATIO * n) entries of largest |x| (ties: lower index), sent as
-//                 k uint32 indices then k float32 values; the rest decode as 0. 0 < RATIO <= 1
+//   "topk:RATIO"  the k = ceil(RATIO * n) entries of largest |x| (ties: lower index; NaN counts
+//                 as largest), sent as k uint32 indices then k float32 values; the rest decode
+//                 as 0. 0 < RATIO <= 1
 //   "sign"        scaled 1-bit: one float32 scale = mean|x| of the segment, then one bit per
 //                 element (set: negative); decodes to +-scale (0 decodes to +scale)
 // Every built-in codec encodes n elements into exactly max_encoded_bytes(n) bytes (0 for n = 0),

@@ -292,6 +292,33 @@ TEST(topk_sends_the_k_largest_magnitudes_ties_to_the_lower_index) {
   check_topk("topk:0.01", 1, 100, {0.0f, -0.0f, 0.0f});
 }
 
+TEST(topk_selects_exactly_on_segments_large_enough_to_sample) {
+  // Segments of 2^18 elements and more take a threshold from a sample and collect the candidates
+  // over the pool: the choice must still be the full sort's, whatever the data.
+  const size_t n = size_t(1) << 19;
+  check_topk("topk:0.01", 1, 100, gradients(n, 90));
+  check_topk("topk:0.001", 1, 1000, gradients(n, 91));
+  check_topk("topk:0.1", 1, 10, gradients(n, 92));
+  // every |x| ties: the sample's threshold lets everything through; the lowest indices win
+  std::vector<float> flat(n, 0.25f);
+  for (size_t i = 0; i < n; i += 7) flat[i] = -0.25f;
+  check_topk("topk:0.01", 1, 100, flat);
+  // the large values all sit where the sample does not look (between its runs of 16 every
+  // n / 1024 elements), or only where it looks: the first threshold is too low, or lets too few
+  // through and the pass is rerun with lower ones
+  std::vector<float> hidden = gradients(n, 93), seen = gradients(n, 94);
+  for (auto& v : hidden) v *= 1e-3f;
+  for (size_t i = 100; i < n; i += n / 1024) hidden[i] = float(i);
+  check_topk("topk:0.001", 1, 1000, hidden);
+  for (size_t i = 0; i < n; i += n / 1024)
+    for (size_t j = 0; j < 16; ++j) seen[i + j] *= 1e3f;
+  check_topk("topk:0.01", 1, 100, seen);
+  // many ties at the k-th magnitude: the lower indices among them are sent
+  std::vector<float> steps(n);
+  for (size_t i = 0; i < n; ++i) steps[i] = float((i * 2654435761u) % 64);
+  check_topk("topk:0.01", 1, 100, steps);
+}
+
 TEST(topk_refuses_a_corrupt_index) {
   auto c = make_codec("topk:0.5");
   std::vector<float> x = {1, 2, 3, 4};

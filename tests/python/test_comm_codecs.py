@@ -34,6 +34,38 @@ def test_every_codec_round_trips_every_size(rng, spec, n):
     assert comm.Codec(spec).max_encoded_bytes(0) == 0
 
 
+@pytest.mark.parametrize("spec", SPECS)
+def test_encode_and_decode_into_given_buffers_match_the_copying_calls(rng, spec):
+    # the benchmark's and the ring's path: no allocation, the result in the caller's buffers
+    c = comm.Codec(spec)
+    x = rng.standard_normal(3000).astype(np.float32)
+    wire = np.full(c.max_encoded_bytes(x.size) + 8, 0xAB, np.uint8)
+    written = c.encode(x, out=wire)
+    assert written == c.max_encoded_bytes(x.size)
+    assert bytes(wire[:written]) == c.encode(x) and (wire[written:] == 0xAB).all()
+    out = np.full(x.size, 7.0, np.float32)
+    assert c.decode(wire[:written], x.size, out=out) is out
+    np.testing.assert_array_equal(out, c.decode(c.encode(x), x.size))
+    base = rng.standard_normal(x.size).astype(np.float32)
+    acc = base.copy()
+    c.decode(wire[:written], x.size, out=acc, accumulate=True)
+    np.testing.assert_array_equal(acc, base + out)
+
+
+def test_codec_buffers_of_the_wrong_kind_raise_value_error():
+    c = comm.Codec("fp16")
+    x = np.ones(100, np.float32)
+    for bad in (np.empty(199, np.uint8), np.empty(100, np.uint16), np.empty(400, np.uint8)[::2]):
+        with pytest.raises(ValueError, match="out must be a writeable contiguous uint8 array"):
+            c.encode(x, out=bad)
+    wire = c.encode(x)
+    for bad in (np.empty(100, np.float64), np.empty(99, np.float32)):
+        with pytest.raises(ValueError, match="out must be a writeable contiguous float32 array"):
+            c.decode(wire, 100, out=bad)
+    with pytest.raises(ValueError, match="accumulate=True needs an out array"):
+        c.decode(wire, 100, accumulate=True)
+
+
 def test_none_is_lossless(rng):
     x = rng.standard_normal(1000).astype(np.float32)
     np.testing.assert_array_equal(roundtrip("none", x), x)
