@@ -293,12 +293,14 @@ TEST(topk_sends_the_k_largest_magnitudes_ties_to_the_lower_index) {
 }
 
 TEST(topk_selects_exactly_on_segments_large_enough_to_sample) {
-  // Segments of 2^18 elements and more take a threshold from a sample and collect the candidates
+  // Segments of 32768 elements and more take a threshold from a sample and collect the candidates
   // over the pool: the choice must still be the full sort's, whatever the data.
   const size_t n = size_t(1) << 19;
   check_topk("topk:0.01", 1, 100, gradients(n, 90));
   check_topk("topk:0.001", 1, 1000, gradients(n, 91));
   check_topk("topk:0.1", 1, 10, gradients(n, 92));
+  check_topk("topk:0.005", 1, 200, gradients(size_t(1) << 17, 95));  // the ring's segment size
+  check_topk("topk:0.01", 1, 100, gradients(32768, 96));             // the smallest sampled
   // every |x| ties: the sample's threshold lets everything through; the lowest indices win
   std::vector<float> flat(n, 0.25f);
   for (size_t i = 0; i < n; i += 7) flat[i] = -0.25f;

@@ -95,14 +95,15 @@ class TopKCodec final : public Codec {
   // (key << 32 | ~index) of every element whose key is >= some threshold, at least kk of them,
   // in index order (in s.found).
   static const std::vector<uint64_t>& candidates(const float* x, size_t n, size_t kk, Scratch& s) {
-    constexpr size_t kRuns = 1024, kRun = 16, kSample = kRuns * kRun;
-    if (n < 16 * kSample || kk * 8 > n) return collect(x, n, 0, s);  // small or dense: everything
-    // kSample keys in runs of 16 (one cache line each) at evenly spaced positions. The
-    // threshold is the sample's key at the rank where the wanted share, plus three standard
-    // deviations, lies above it.
+    // The sample: one element in 32, in runs of 16 (one cache line each) at evenly spaced
+    // positions, at most 16384. The threshold is the sample's key at the rank where the wanted
+    // share, plus three standard deviations, lies above it.
+    constexpr size_t kRun = 16;
+    const size_t runs = std::min<size_t>(1024, n / (32 * kRun)), kSample = runs * kRun;
+    if (runs < 64 || kk * 8 > n) return collect(x, n, 0, s);  // small or dense: everything
     s.sample.resize(kSample);
-    for (size_t r = 0; r < kRuns; ++r)
-      for (size_t j = 0; j < kRun; ++j) s.sample[r * kRun + j] = key(x[r * (n / kRuns) + j]);
+    for (size_t r = 0; r < runs; ++r)
+      for (size_t j = 0; j < kRun; ++j) s.sample[r * kRun + j] = key(x[r * (n / runs) + j]);
     const double share = double(kk) / double(n) * kSample;
     for (size_t rank = size_t(share + 3 * std::sqrt(share) + 4);; rank *= 2) {
       uint32_t t = 0;
