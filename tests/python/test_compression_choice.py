@@ -6,7 +6,14 @@ import dataclasses
 
 import pytest
 
-from nexus.scheduler.plan import AUTO_CODEC, Compression, codec_ratio, measure_codec_costs, ring_seconds
+from nexus.scheduler.plan import (
+    AUTO_CODEC,
+    AUTO_SPARSE_CODECS,
+    Compression,
+    codec_ratio,
+    measure_codec_costs,
+    ring_seconds,
+)
 from nexus.scheduler.profile import Profile
 
 GRAD = 4e6  # bytes
@@ -67,3 +74,26 @@ def test_an_explicit_codec_that_costs_more_than_it_saves_warns_with_both_numbers
 def test_codec_costs_are_measured():
     costs = measure_codec_costs(["fp16", "int8"], floats=1 << 16, repeats=1)
     assert set(costs) == {"fp16", "int8"} and all(0 < v < 1e-6 for v in costs.values())
+
+
+def test_with_the_compute_time_auto_weighs_sparse_codecs_by_time_to_accuracy():
+    costs = {"fp16": 1e-11, "bf16": 1e-11, "int8": 1e-11, "sign": 1e-11, "topk:0.01": 1e-11}
+
+    def pick(gbps, compute, latency=0.0, hierarchical=False):
+        profiles = [dataclasses.replace(p, link_latency_s=latency) for p in ring(gbps, gbps)]
+        groups = ["a", "b"] if hierarchical else ["g", "g"]
+        return Compression.choose("auto", profiles, groups, hierarchical, 1.0, grad_bytes=GRAD, codec_costs=costs,
+                                  compute_seconds=compute)
+
+    # the link sets the step time: fewer bytes win even at twice the steps
+    slow = pick(0.01, compute=1e-3)
+    assert slow.ring in AUTO_SPARSE_CODECS and "steps of" in slow.reason
+    # the compute sets it: twice the steps cost more than the bytes save, so a dense codec
+    dense = pick(0.5, compute=0.01)
+    assert dense.ring in ("fp16", "bf16", "int8")
+    # latency is paid per hop: top-k's all-gather has half the ring's hops
+    assert ring_seconds(GRAD, 4, 1e9, "topk:0.01", costs, latency=1e-3) < \
+        ring_seconds(GRAD, 4, 1e9, "sign", costs, latency=1e-3)
+    assert ring_seconds(GRAD, 4, 1e9, "none", {}, latency=1e-3) == pytest.approx(1.5 * GRAD / 1e9 + 6e-3)
+    # a hierarchical plan keeps its leaders' ring dense (the sparse codecs are flat-ring only)
+    assert pick(0.01, compute=1e-3, hierarchical=True).leaders in ("fp16", "bf16", "int8")

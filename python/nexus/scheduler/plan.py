@@ -21,6 +21,12 @@ from .table import format_table
 
 AUTO_CODEC = "int8"  # what compression="auto" puts on a slow link without codec costs to go by
 AUTO_CODECS = ("fp16", "bf16", "int8")  # what "auto" chooses from (lossy, but not sparse)
+# The 1-bit and sparse codecs "auto" also weighs when it knows the step's compute time, with the
+# steps each needs to reach the accuracy the dense codecs reach in one. Measured on digits
+# (benchmarks/slowlink.py, two seedings): top-k:0.01 needed 27 and 24 epochs, sign 24 and 27,
+# where none, fp16 and int8 needed 13 and 17; the larger ratio, rounded up. A prior from one
+# model: they pay where the link, not the compute, sets the step time.
+AUTO_SPARSE_CODECS = {"sign": 1.9, "topk:0.01": 2.1}
 AUTO_MIN_GAIN = 0.10  # "auto" compresses only when the reduction gets at least this much faster
 BALANCES = ("adaptive", "static", "equal")
 
@@ -42,14 +48,18 @@ class Compression:
     @classmethod
     def choose(cls, compression, profiles: Sequence[Profile], groups: Sequence[str],
                hierarchical: bool, below_gbps: float, grad_bytes: float | None = None,
-               codec_costs: dict[str, float] | None = None) -> Compression:
+               codec_costs: dict[str, float] | None = None,
+               compute_seconds: float | None = None) -> Compression:
         """The codecs for ``compression``: None or a codec spec applies as requested; "auto"
         considers the links measured slower than ``below_gbps`` GB/s (the links that cross from
         one group to the next when ``hierarchical``, every link otherwise) and, given the
         gradient's size and each codec's measured encode+decode cost (``codec_costs``: seconds
         per float32 byte, the slowest rank's), picks the codec of ``AUTO_CODECS`` whose ring is
         predicted fastest (``ring_seconds``), if it beats no codec by ``AUTO_MIN_GAIN``; without
-        costs, ``AUTO_CODEC``. An explicit codec predicted to slow the ring gets a ``warning``
+        costs, ``AUTO_CODEC``. Given also ``compute_seconds`` (a step's forward, backward and
+        update on the slowest rank), it compares predicted time to accuracy instead, (compute +
+        ring) x the steps a codec needs, and weighs ``AUTO_SPARSE_CODECS`` too (those in
+        ``codec_costs``). An explicit codec predicted to slow the ring gets a ``warning``
         naming both times.
 
         Raises:
@@ -57,15 +67,16 @@ class Compression:
         """
         n = len(profiles)
         if hierarchical:
-            links = [p.link_bandwidth for r, p in enumerate(profiles)
-                     if groups[r] != groups[(r + 1) % n]]
+            crossing = [p for r, p in enumerate(profiles) if groups[r] != groups[(r + 1) % n]]
         else:
-            links = [p.link_bandwidth for p in profiles] if n > 1 else []
+            crossing = list(profiles) if n > 1 else []
+        links = [p.link_bandwidth for p in crossing]
         ring_ranks = len(links)
         costed = bool(links) and grad_bytes is not None and codec_costs is not None
+        latency = max((p.link_latency_s for p in crossing), default=0.0)
 
         def seconds(spec: str) -> float:
-            return ring_seconds(grad_bytes, ring_ranks, min(links), spec, codec_costs)
+            return ring_seconds(grad_bytes, ring_ranks, min(links), spec, codec_costs, latency)
 
         if compression != "auto":
             from .. import distributed as dist  # noqa: PLC0415
@@ -82,7 +93,19 @@ class Compression:
         why = (f"slowest link {min(links) / 1e9:.2f} GB/s {'<' if slow else '>='} "
                f"{below_gbps:g} GB/s") if links else "no links"
         codec = AUTO_CODEC if slow else "none"
-        if slow and costed:
+        if slow and costed and compute_seconds is not None:
+            steps = {c: 1.0 for c in AUTO_CODECS} | (AUTO_SPARSE_CODECS if not hierarchical else {})
+            options = {c: k * (compute_seconds + seconds(c)) for c, k in steps.items() if c in codec_costs}
+            best = min(options, key=options.get)
+            plain = compute_seconds + seconds("none")
+            gain = (f"{options[best] * 1e3:.3g} ms vs {plain * 1e3:.3g} ms uncompressed per step's worth "
+                    f"of training ({steps[best]:g} steps of {compute_seconds * 1e3:.3g} ms compute + "
+                    f"{seconds(best) * 1e3:.3g} ms reduction)")
+            if options[best] <= (1 - AUTO_MIN_GAIN) * plain:
+                codec, why = best, f"{why}; {best}: {gain}"
+            else:
+                codec, why = "none", f"{why}, but the best codec ({best}) would not pay: {gain}"
+        elif slow and costed:
             options = {c: seconds(c) for c in AUTO_CODECS if c in codec_costs}
             best = min(options, key=options.get)
             plain = seconds("none")
@@ -103,10 +126,11 @@ def codec_ratio(spec: str) -> float:
 
 
 def ring_seconds(grad_bytes: float, ranks: int, bandwidth: float, spec: str,
-                 codec_costs: dict[str, float]) -> float:
+                 codec_costs: dict[str, float], latency: float = 0.0) -> float:
     """The predicted time of one ring all-reduce of ``grad_bytes`` (float32) over ``ranks``
-    ranks whose slowest link carries ``bandwidth`` bytes/s: each rank sends and receives
-    2(ranks-1)/ranks of the buffer, compressed by the codec, and encodes and decodes as much
+    ranks whose slowest link carries ``bandwidth`` bytes/s and takes ``latency`` seconds per
+    message: each rank sends and receives 2(ranks-1)/ranks of the buffer, compressed by the
+    codec, in 2(ranks-1) steps (top-k, an all-gather: ranks-1), and encodes and decodes as much
     (``codec_costs[spec]`` seconds per byte; "none" costs nothing).
 
     Example:
@@ -116,9 +140,10 @@ def ring_seconds(grad_bytes: float, ranks: int, bandwidth: float, spec: str,
     if ranks < 2:
         return 0.0
     moved = 2 * (ranks - 1) / ranks * grad_bytes
+    hops = (ranks - 1) * (1 if spec.startswith("topk:") else 2)
     if spec == "none":
-        return moved / bandwidth
-    return moved * (codec_ratio(spec) / bandwidth + codec_costs[spec])
+        return moved / bandwidth + hops * latency
+    return moved * (codec_ratio(spec) / bandwidth + codec_costs[spec]) + hops * latency
 
 
 def measure_codec_costs(specs=AUTO_CODECS, floats: int = 1 << 20, repeats: int = 3) -> dict[str, float]:

@@ -32,7 +32,7 @@ from ..graph import GraphBuilder
 from ..model import check_samples
 from .balance import AdaptiveBalancer, RunMeter
 from .cluster import ClusterConfig
-from .plan import AUTO_CODECS, BALANCES, Compression, Plan, Rebalance, lr_scale, measure_codec_costs
+from .plan import AUTO_CODECS, AUTO_SPARSE_CODECS, BALANCES, Compression, Plan, Rebalance, lr_scale, measure_codec_costs
 from .profile import gather_profiles, profile_rank, rank_device
 from .split import Split
 
@@ -189,12 +189,15 @@ class Scheduler:
         else:
             split = Split.proportional(rates, trained_batch, caps)
         hierarchical = self.cluster.federated and len(set(groups)) > 1
+        # a step's compute on the slowest rank, from the probe's rates: what codecs trade against
+        compute = max((rows / rate for rows, rate in zip(split.shares, rates) if rate > 0), default=None)
         return Plan(
             world_size=n, batch=trained_batch, requested_batch=int(batch), balance=balance,
             groups=tuple(groups), hierarchical=hierarchical,
             compression=Compression.choose(compression, profiles, groups, hierarchical,
                                            self.cluster.compress_below_gbps, grad_bytes=self._grad_bytes(),
-                                           codec_costs=self._codec_costs(compression, n)),
+                                           codec_costs=self._codec_costs(compression, n, self._grad_bytes()),
+                                           compute_seconds=compute),
             lr_scale=lr_scale(lr_scale_rule, trained_batch, reference_batch or int(batch)),
             probe_rates=tuple(rates), bytes_per_sample=per_sample, caps=tuple(caps), split=split,
             profiles=tuple(profiles),
@@ -206,18 +209,19 @@ class Scheduler:
         return 4.0 * sum(t.numel() for t in self.model.params.values())
 
     @staticmethod
-    def _codec_costs(compression, n: int) -> dict[str, float] | None:
-        """Each candidate codec's encode+decode seconds per byte on the slowest rank (every rank
-        measures, all take the maximum: the same numbers, so the same choice, everywhere)."""
+    def _codec_costs(compression, n: int, grad_bytes: float) -> dict[str, float] | None:
+        """Each candidate codec's encode+decode seconds per byte on the slowest rank, measured on
+        a buffer of the gradient's size up to 4 MB (every rank measures, all take the maximum: the
+        same numbers, so the same choice, everywhere)."""
         from .. import distributed as dist  # noqa: PLC0415
 
         if n < 2 or compression is None:
             return None
-        specs = list(AUTO_CODECS) if compression == "auto" else [dist.codec_spec(compression)]
+        specs = [*AUTO_CODECS, *AUTO_SPARSE_CODECS] if compression == "auto" else [dist.codec_spec(compression)]
         specs = [s for s in specs if s != "none"]
         if not specs:
             return None
-        mine = measure_codec_costs(specs)
+        mine = measure_codec_costs(specs, floats=int(min(max(grad_bytes // 4, 1024), 1 << 20)))
         every = np.array([np.asarray(part) for part in dist.all_gather(np.array([mine[s] for s in specs]))])
         return dict(zip(specs, every.max(axis=0).tolist()))
 
