@@ -14,11 +14,15 @@ Run as plain python, it launches itself under the environment's mpiexec once per
    sample starts after a barrier and counts the slowest rank; medians. ratio = peer time /
    Nexus time (> 1: the ring is faster).
 2. Each codec at 16 MB: wire bytes / uncompressed bytes (from dist.last_stats) and median time.
+   At 4+ ranks (an even number), groups of two: the hierarchical reduction sharded and through
+   leaders (DataParallel's two paths) at 16 and 64 MB, checked against MPI's sum first: the most
+   bytes any rank sent across groups, and the time.
 3. Digits (nx.data.load("digits")) with the MLP of examples/mlp_digits.py, fit(distributed=True)
    for the same epochs per codec (error feedback on), test accuracy vs uncompressed.
 
 Bars (issue 7): uncompressed ring >= 1.0x MPI_Allreduce at 16 and 64 MB; wire ratio fp16 <= 0.51,
-int8 <= 0.27, topk:0.01 <= 0.03; accuracy within 1 point of uncompressed.
+int8 <= 0.27, topk:0.01 <= 0.03; accuracy within 1 point of uncompressed. Issue 21: sharded
+hierarchical bytes across groups <= 1/G of the leaders' path, time <= 0.7x at 64 MB.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ SIZES_MB = (1, 16, 64)
 CODECS = ("none", "fp16", "bf16", "int8", "topk:0.01", "sign")
 WIRE_BARS = {"fp16": 0.51, "int8": 0.27, "topk:0.01": 0.03}
 CODEC_MB = 16
+HIER_SIZES_MB = (16, 64)
 ROUNDS = 9
 
 
@@ -151,6 +156,49 @@ def accuracy_rows(comm, epochs):
             for codec, (acc, sec) in results.items()]
 
 
+def hierarchical_rows(comm, rounds):
+    """Groups of two ranks: the sharded hierarchical reduction next to the leaders' path (a ring
+    in each group, a ring of leaders, a broadcast in each group), both on DataParallel's code.
+    Bytes across groups: the most any rank sent on the cross-group ring."""
+    import nexus as nx
+    import nexus.distributed as dist
+    from mpi4py import MPI
+    from nexus import _C_mpi
+    from nexus.distributed.data_parallel import _hierarchy
+
+    w = dist._world.world()
+    labels = [r // 2 for r in range(comm.size)]
+    group_size = 2
+    rows = []
+    for mb in HIER_SIZES_MB:
+        count = mb * (1 << 20) // 4
+        x = np.random.default_rng(comm.rank).integers(-8, 9, count).astype(np.float32)
+        want = comm.allreduce(x.astype(np.float64), op=MPI.SUM)
+        out, bytes_across, fns = {}, {}, []
+        for sharded in (False, True):
+            group, cross, _ = _hierarchy(w, labels, sharded)
+            buf = nx.from_numpy(x.copy())
+
+            def run(group=group, cross=cross, sharded=sharded, buf=buf):
+                # (timed on its own result: the sums grow, the work does not)
+                return _C_mpi.hierarchical_all_reduce(group, cross, sharded, buf)
+
+            _, sent = run()
+            out[sharded] = buf.numpy().copy()
+            if not np.array_equal(out[sharded], want.astype(np.float32)):
+                raise SystemExit(f"check failed: hierarchical (sharded={sharded}) {mb} MB differs from MPI's sum")
+            bytes_across[sharded] = comm.allreduce(sent, op=MPI.MAX)
+            fns.append(run)
+        leaders_t, sharded_t = timed(comm, fns, rounds)
+        ratio = bytes_across[True] / bytes_across[False]
+        rows.append([comm.size, group_size, f"{mb} MB", f"{bytes_across[False] / 1e6:.1f}",
+                     f"{bytes_across[True] / 1e6:.1f}", f"{ratio:.3f}",
+                     "met" if ratio <= 1 / group_size + 1e-3 else "NOT met", fmt_ms(leaders_t), fmt_ms(sharded_t),
+                     f"{sharded_t / leaders_t:.2f}x", "met" if mb != 64 or sharded_t <= 0.7 * leaders_t else
+                     "NOT met"])
+    return rows
+
+
 def worker(args) -> int:
     import nexus as nx
     import nexus.distributed as dist
@@ -162,6 +210,7 @@ def worker(args) -> int:
     rounds = 3 if args.quick else ROUNDS
     bw = bandwidth_rows(comm, dist, gloo, rounds)
     codecs = codec_rows(comm, dist, rounds)
+    hier = hierarchical_rows(comm, rounds) if comm.size >= 4 and comm.size % 2 == 0 else []
     acc = accuracy_rows(comm, 2 if args.quick else args.epochs)
     if comm.rank == 0:
         library = " ".join(MPI.Get_library_version().splitlines()[0].split())
@@ -175,6 +224,10 @@ def worker(args) -> int:
         table(codecs, ["ranks", "codec", "wire / uncompressed", "bar", "", f"ms ({CODEC_MB} MB)",
                        "speed vs none"])
         print()
+        if hier:
+            table(hier, ["ranks", "ranks per group", "size", "leaders: MB across", "sharded: MB across",
+                         "ratio", "bar (1/G)", "leaders ms", "sharded ms", "sharded / leaders", "bar (0.7x at 64 MB)"])
+            print()
         table(acc, ["ranks", "codec", "epochs", "test accuracy %", "vs none", "bar (1 pt)",
                     "fit s"])
         print(flush=True)

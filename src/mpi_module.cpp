@@ -54,20 +54,40 @@ PYBIND11_MODULE(_C_mpi, m) {
   py::class_<DataParallelReducer, engine::GradReducer, std::shared_ptr<DataParallelReducer>>(m, "DataParallelReducer")
       .def(py::init([](MpiTransport& world, const std::vector<Tensor>& params, size_t bucket_bytes,
                        const std::string& compression, const std::string& leader_compression, bool overlap,
-                       MpiTransport* group, MpiTransport* leaders, size_t segment_bytes, double timeout_s) {
+                       MpiTransport* group, MpiTransport* cross, bool sharded, size_t segment_bytes, double timeout_s) {
              const AllReduceOptions o = options(ReduceOp::Sum, compression, nullptr, segment_bytes, timeout_s);
-             DataParallelOptions opts{bucket_bytes, o.codec,       make_codec(leader_compression),
-                                      overlap,      segment_bytes, o.timeout};
-             return std::make_shared<DataParallelReducer>(world, params, std::move(opts), group, leaders);
+             DataParallelOptions opts{bucket_bytes,  o.codec,  make_codec(leader_compression), sharded, overlap,
+                                      segment_bytes, o.timeout};
+             return std::make_shared<DataParallelReducer>(world, params, std::move(opts), group, cross);
            }),
            py::arg("world"), py::arg("params"), py::arg("bucket_bytes") = kDefaultBucketBytes,
            py::arg("compression") = "none", py::arg("leader_compression") = "none", py::arg("overlap") = true,
-           py::arg("group") = nullptr, py::arg("leaders") = nullptr, py::arg("segment_bytes") = kMaxSegmentBytes,
-           py::arg("timeout_s") = 300.0, py::keep_alive<1, 2>(), py::keep_alive<1, 8>(), py::keep_alive<1, 9>())
+           py::arg("group") = nullptr, py::arg("cross") = nullptr, py::arg("sharded") = false,
+           py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 300.0, py::keep_alive<1, 2>(),
+           py::keep_alive<1, 8>(), py::keep_alive<1, 9>())
       .def_property_readonly("num_buckets", &DataParallelReducer::num_buckets)
       .def_property_readonly("last_samples", &DataParallelReducer::last_samples)
       .def_property_readonly("busy_seconds", &DataParallelReducer::busy_seconds)
       .def_property_readonly("last_stats", &DataParallelReducer::last_stats);
+
+  // One hierarchical reduction of one buffer (HierarchicalReducer, one bucket): what
+  // DataParallel does with groups, on its own for benchmarks/allreduce.py and the MPI tests.
+  m.def(
+      "hierarchical_all_reduce",
+      [](MpiTransport& group, MpiTransport* cross, bool sharded, const Tensor& x, const std::string& compression,
+         const std::string& cross_compression, size_t segment_bytes, double timeout_s) {
+        NX_CHECK(x.defined() && (x.numel() == 0 || x.is_contiguous()),
+                 "hierarchical_all_reduce: the tensor must be contiguous (t.contiguous())");
+        const AllReduceOptions o = options(ReduceOp::Sum, compression, nullptr, segment_bytes, timeout_s);
+        py::gil_scoped_release nogil;
+        const size_t bytes = std::max<size_t>(1, size_t(x.numel()) * size_t(itemsize(x.dtype())));
+        BucketReducer buckets({x}, bytes, o.codec);
+        HierarchicalReducer hier(group, cross, sharded, {x}, bytes, make_codec(cross_compression));
+        const AllReduceStats s = hier.reduce(buckets, {x}, 1.0, o);
+        return std::make_tuple(s, hier.last_cross_bytes());
+      },
+      py::arg("group"), py::arg("cross"), py::arg("sharded"), py::arg("x"), py::arg("compression") = "none",
+      py::arg("cross_compression") = "none", py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 300.0);
 
   m.attr("DEFAULT_BUCKET_BYTES") = kDefaultBucketBytes;
   m.def("library_version", &mpi_library_version);

@@ -36,9 +36,8 @@ void BucketReducer::reset_residuals() {
   for (Residual& r : residuals_) r.reset();
 }
 
-template <class T> AllReduceStats BucketReducer::reduce_one(Transport& t, size_t b, const std::vector<void*>& grads,
-                                                            double pre, double post, AllReduceOptions opts) {
-  opts.codec = codec_;
+template <class T> AllReduceStats BucketReducer::reduce_one(size_t b, const std::vector<void*>& grads, double pre,
+                                                            double post, const Reduction& reduce) {
   const Bucket& bk = buckets_[b];
   flat_.resize(std::max(flat_.size(), bk.numel * sizeof(T)));
   T* flat = reinterpret_cast<T*>(flat_.data());
@@ -48,8 +47,7 @@ template <class T> AllReduceStats BucketReducer::reduce_one(Transport& t, size_t
     for (size_t k = 0; k < numels_[i]; ++k) flat[off + k] = T(g[k] * pre);
     off += numels_[i];
   }
-  opts.residual = residuals_.empty() ? nullptr : &residuals_[b];
-  const AllReduceStats s = ring_allreduce(t, flat, bk.numel, opts);
+  const AllReduceStats s = reduce(flat, bk.numel, residuals_.empty() ? nullptr : &residuals_[b]);
   off = 0;
   for (size_t i = bk.first; i < bk.last; ++i) {
     T* g = static_cast<T*>(grads[i]);
@@ -59,13 +57,23 @@ template <class T> AllReduceStats BucketReducer::reduce_one(Transport& t, size_t
   return s;
 }
 
-AllReduceStats BucketReducer::reduce_bucket(Transport& t, size_t b, const std::vector<void*>& grads, double pre_scale,
-                                            double post_scale, const AllReduceOptions& base) {
+AllReduceStats BucketReducer::reduce_bucket_with(size_t b, const std::vector<void*>& grads, double pre_scale,
+                                                 double post_scale, const Reduction& reduce) {
   NX_CHECK(b < buckets_.size(), "BucketReducer: bucket ", b, " of ", buckets_.size());
   NX_CHECK(grads.size() == numels_.size(), "BucketReducer: ", grads.size(), " gradients for ", numels_.size(),
            " parameters");
-  return dtype_ == DType::Float64 ? reduce_one<double>(t, b, grads, pre_scale, post_scale, base)
-                                  : reduce_one<float>(t, b, grads, pre_scale, post_scale, base);
+  return dtype_ == DType::Float64 ? reduce_one<double>(b, grads, pre_scale, post_scale, reduce)
+                                  : reduce_one<float>(b, grads, pre_scale, post_scale, reduce);
+}
+
+AllReduceStats BucketReducer::reduce_bucket(Transport& t, size_t b, const std::vector<void*>& grads, double pre_scale,
+                                            double post_scale, const AllReduceOptions& base) {
+  return reduce_bucket_with(b, grads, pre_scale, post_scale, [&](void* flat, size_t n, Residual* residual) {
+    AllReduceOptions opts = base;
+    opts.codec = codec_;
+    opts.residual = residual;
+    return ring_allreduce(t, flat, dtype_, n, opts);
+  });
 }
 
 AllReduceStats BucketReducer::reduce(Transport& t, const std::vector<Tensor>& grads, double pre_scale,

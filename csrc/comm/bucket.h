@@ -13,6 +13,7 @@
 // when ranks hold different numbers of samples (DESIGN decision 7).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -41,6 +42,14 @@ class BucketReducer {
   AllReduceStats reduce_bucket(Transport& t, size_t b, const std::vector<void*>& grads, double pre_scale,
                                double post_scale, const AllReduceOptions& base);
 
+  // reduce_bucket with another reduction of the packed bucket: `reduce` gets the flat buffer
+  // (dtype(), bucket.numel elements, pre_scale applied) and the bucket's Residual (null for a
+  // lossless codec), and must leave the sum there; post_scale is applied on unpacking.
+  using Reduction = std::function<AllReduceStats(void* flat, size_t n, Residual* residual)>;
+  AllReduceStats reduce_bucket_with(size_t b, const std::vector<void*>& grads, double pre_scale, double post_scale,
+                                    const Reduction& reduce);
+
+  const std::shared_ptr<const Codec>& codec() const { return codec_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t num_params() const { return numels_.size(); }
   size_t numel(size_t param) const { return numels_[param]; }
@@ -48,8 +57,8 @@ class BucketReducer {
   void reset_residuals();
 
  private:
-  template <class T> AllReduceStats reduce_one(Transport& t, size_t b, const std::vector<void*>& grads, double pre,
-                                               double post, AllReduceOptions opts);
+  template <class T> AllReduceStats reduce_one(size_t b, const std::vector<void*>& grads, double pre, double post,
+                                               const Reduction& reduce);
 
   std::vector<size_t> numels_;
   DType dtype_;

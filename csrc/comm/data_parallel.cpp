@@ -15,15 +15,16 @@ template <class T> void scale(const Tensor& g, double factor) {
 }  // namespace
 
 DataParallelReducer::DataParallelReducer(Transport& world, const std::vector<Tensor>& params, DataParallelOptions opts,
-                                         Transport* group, Transport* leaders)
+                                         Transport* group, Transport* cross)
     : world_(world),
       opts_(std::move(opts)),
       buckets_(params, opts_.bucket_bytes, opts_.codec),
       overlap_(opts_.overlap && group == nullptr),
       busy_(size_t(world.size()), 0.0) {
-  NX_CHECK(group || !leaders, "DataParallelReducer: a leaders' ring needs the group's transport");
+  NX_CHECK(group || !cross, "DataParallelReducer: a cross-group ring needs the group's transport");
   if (group)
-    hier_ = std::make_unique<HierarchicalReducer>(*group, leaders, params, opts_.bucket_bytes, opts_.leader_codec);
+    hier_ = std::make_unique<HierarchicalReducer>(*group, cross, opts_.sharded, params, opts_.bucket_bytes,
+                                                  opts_.leader_codec);
 }
 
 AllReduceOptions DataParallelReducer::ring_options() const {

@@ -11,7 +11,7 @@
 // finished all of its gradients; those are weighted by this rank's samples over the previous
 // step's global count (the same on every rank and known before backward starts; the first step
 // exchanges the counts first) and rescaled once this step's count is in, if it changed.
-// Hierarchical reduction (a group and a leaders' Transport): see HierarchicalReducer; it runs
+// Hierarchical reduction (a group and a cross-group Transport): see HierarchicalReducer; it runs
 // after backward.
 //
 // Busy seconds: the time from the previous step's reduction (the last moment the ranks were
@@ -35,7 +35,8 @@ namespace nexus::comm {
 struct DataParallelOptions {
   size_t bucket_bytes = kDefaultBucketBytes;
   std::shared_ptr<const Codec> codec;         // the world's (or the groups') ring; null: "none"
-  std::shared_ptr<const Codec> leader_codec;  // the leaders' ring (hierarchical); null: "none"
+  std::shared_ptr<const Codec> leader_codec;  // the cross-group ring (hierarchical); null: "none"
+  bool sharded = false;                       // hierarchical: sharded (equal groups) or through leaders
   bool overlap = true;                        // reduce while backward runs (flat reduction; the worker thread and this
                                               // one must be allowed to use the transport in turn)
   size_t segment_bytes = kMaxSegmentBytes;
@@ -45,10 +46,10 @@ struct DataParallelOptions {
 class DataParallelReducer final : public engine::GradReducer {
  public:
   // world: all ranks. params: the model's parameters (shapes and dtype of the gradients).
-  // group and leaders (hierarchical, both or neither): this rank's group, whose rank 0 is its
-  // leader, and the ring of leaders (null on a rank that is not one, or with a single group).
+  // group and cross (hierarchical): this rank's group, whose rank 0 is its leader, and the
+  // cross-group ring of HierarchicalReducer (opts.sharded says which kind).
   DataParallelReducer(Transport& world, const std::vector<Tensor>& params, DataParallelOptions opts,
-                      Transport* group = nullptr, Transport* leaders = nullptr);
+                      Transport* group = nullptr, Transport* cross = nullptr);
 
   void begin(int64_t samples) override;
   void on_grad_ready(size_t param, const Tensor& grad) override;

@@ -43,26 +43,78 @@ void broadcast(Transport& t, void* data, size_t bytes, int root, Timeout timeout
   }
 }
 
-HierarchicalReducer::HierarchicalReducer(Transport& group, Transport* leaders, const std::vector<Tensor>& params,
-                                         size_t bucket_bytes, std::shared_ptr<const Codec> leader_codec)
-    : group_(group), leaders_(leaders) {
-  NX_CHECK(!leaders || group.rank() == 0, "hierarchical reduction: rank ", group.rank(),
+HierarchicalReducer::HierarchicalReducer(Transport& group, Transport* cross, bool sharded,
+                                         const std::vector<Tensor>& params, size_t bucket_bytes,
+                                         std::shared_ptr<const Codec> cross_codec)
+    : group_(group),
+      cross_(cross),
+      sharded_(sharded),
+      cross_codec_(cross_codec ? std::move(cross_codec) : make_none_codec()) {
+  NX_CHECK(sharded || !cross || group.rank() == 0, "hierarchical reduction: rank ", group.rank(),
            " of its group is on the leaders' ring; the leader must be the group's rank 0");
-  if (leaders_) leader_buckets_ = std::make_unique<BucketReducer>(params, bucket_bytes, std::move(leader_codec));
+  if (!sharded && cross_) leader_buckets_ = std::make_unique<BucketReducer>(params, bucket_bytes, cross_codec_);
 }
 
 AllReduceStats HierarchicalReducer::reduce(BucketReducer& group_buckets, const std::vector<Tensor>& grads,
                                            double pre_scale, const AllReduceOptions& opts) {
+  if (sharded_) return reduce_sharded(group_buckets, grads, pre_scale, opts);
   const auto start = std::chrono::steady_clock::now();
   AllReduceStats stats;
+  cross_bytes_ = 0;
   if (group_.size() > 1) {
     add(stats, group_buckets.reduce(group_, grads, pre_scale, 1.0, opts));
     pre_scale = 1.0;
   }
-  if (leaders_) add(stats, leader_buckets_->reduce(*leaders_, grads, pre_scale, 1.0, opts));
+  if (leader_buckets_) {
+    const AllReduceStats across = leader_buckets_->reduce(*cross_, grads, pre_scale, 1.0, opts);
+    cross_bytes_ = across.bytes_sent;
+    add(stats, across);
+  }
   if (group_.size() > 1)
-    for (const Tensor& g : grads)
-      broadcast(group_, g.raw_data(), size_t(g.numel()) * size_t(itemsize(g.dtype())), 0, opts.timeout);
+    for (const Tensor& g : grads) {
+      const size_t bytes = size_t(g.numel()) * size_t(itemsize(g.dtype()));
+      broadcast(group_, g.raw_data(), bytes, 0, opts.timeout);
+      if (group_.rank() == 0) stats.bytes_sent += bytes * size_t(group_.size() - 1);
+    }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+AllReduceStats HierarchicalReducer::reduce_sharded(BucketReducer& group_buckets, const std::vector<Tensor>& grads,
+                                                   double pre_scale, const AllReduceOptions& opts) {
+  const auto start = std::chrono::steady_clock::now();
+  NX_CHECK(group_buckets.num_params() == grads.size(), "hierarchical reduction: ", grads.size(), " gradients for ",
+           group_buckets.num_params(), " parameters");
+  std::vector<void*> data;
+  for (const Tensor& g : grads) data.push_back(g.raw_data());
+  const auto& buckets = group_buckets.buckets();
+  if (!cross_codec_->lossless() && cross_residuals_.empty())
+    for (const Bucket& b : buckets)
+      cross_residuals_.emplace_back(ring_owned_chunk(b.numel, group_.size(), group_.rank()).len);
+  AllReduceStats stats;
+  cross_bytes_ = 0;
+  const DType dtype = group_buckets.dtype();
+  const size_t item = size_t(itemsize(dtype));
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    add(stats, group_buckets.reduce_bucket_with(b, data, pre_scale, 1.0, [&](void* flat, size_t n, Residual* res) {
+      AllReduceOptions in_group = opts;
+      in_group.codec = group_buckets.codec();
+      in_group.residual = res;
+      AllReduceStats s = ring_reduce_scatter(group_, flat, dtype, n, in_group);
+      if (cross_) {
+        const RingChunk mine = ring_owned_chunk(n, group_.size(), group_.rank());
+        AllReduceOptions across = opts;
+        across.codec = cross_codec_;
+        across.residual = cross_residuals_.empty() ? nullptr : &cross_residuals_[b];
+        const AllReduceStats x =
+            ring_allreduce(*cross_, static_cast<std::byte*>(flat) + mine.off * item, dtype, mine.len, across);
+        cross_bytes_ += x.bytes_sent;
+        add(s, x);
+      }
+      add(s, ring_all_gather(group_, flat, dtype, n, in_group));
+      return s;
+    }));
+  }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

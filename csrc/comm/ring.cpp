@@ -88,6 +88,11 @@ std::byte* scratch(int which, size_t bytes) {
   return b.data();
 }
 
+// Chunk c of n elements cut into N: sizes differ by at most one, the larger ones first.
+RingChunk chunk_span(size_t n, int N, int c) {
+  return {n / N * c + std::min<size_t>(c, n % N), n / N + (size_t(c) < n % N ? 1 : 0)};
+}
+
 template <class T> class Ring {
  public:
   Ring(Transport& t, T* data, size_t n, const AllReduceOptions& o, Wire<T>& wire)
@@ -115,8 +120,7 @@ template <class T> class Ring {
   };
   int mod(int c) const { return ((c % N_) + N_) % N_; }
   Span segment(int chunk, size_t j) const {
-    const size_t lo = n_ / N_ * chunk + std::min<size_t>(chunk, n_ % N_);
-    const size_t len = n_ / N_ + (size_t(chunk) < n_ % N_ ? 1 : 0);
+    const auto [lo, len] = chunk_span(n_, N_, chunk);
     return {lo + len * j / K_, len * (j + 1) / K_ - len * j / K_};
   }
   Request send(const std::byte* bytes, size_t count, size_t elems, int tag) {
@@ -245,15 +249,18 @@ template <class T> void Ring<T>::all_gather() {
   for (size_t i = 0; i < sreq_.size(); ++i) wait(sreq_[i], "all-gather", S - 1, i % K_);
 }
 
-template <class T> AllReduceStats run(Transport& t, T* data, size_t n, const AllReduceOptions& o, Wire<T>& wire) {
+enum class Phases { both, reduce_scatter, all_gather };
+
+template <class T> AllReduceStats run(Transport& t, T* data, size_t n, const AllReduceOptions& o, Wire<T>& wire,
+                                      Phases phases = Phases::both) {
   const auto start = std::chrono::steady_clock::now();
   NX_CHECK(o.segment_bytes > 0, "all_reduce: segment_bytes must be > 0");
   AllReduceStats stats;
   if (n > 0 && t.size() > 1) {
     Ring<T> ring(t, data, n, o, wire);
-    ring.reduce_scatter();
-    if (o.op == ReduceOp::Mean) ring.scale_owned(T(t.size()));
-    ring.all_gather();
+    if (phases != Phases::all_gather) ring.reduce_scatter();
+    if (phases == Phases::both && o.op == ReduceOp::Mean) ring.scale_owned(T(t.size()));
+    if (phases != Phases::reduce_scatter) ring.all_gather();
     stats = ring.stats;
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -343,6 +350,42 @@ AllReduceStats ring_allreduce(Transport& t, double* data, size_t n, const AllRed
            "\" compresses float32 buffers; a float64 buffer takes codec \"none\"");
   Wire<double> wire{o.op};
   return run(t, data, n, o, wire);
+}
+
+RingChunk ring_owned_chunk(size_t n, int size, int rank) {
+  NX_CHECK(size > 0 && rank >= 0 && rank < size, "ring_owned_chunk: rank ", rank, " of ", size);
+  return chunk_span(n, size, (rank + 1) % size);  // reduce-scatter leaves rank r with chunk r+1
+}
+
+namespace {
+
+AllReduceStats phase(Transport& t, void* data, DType dtype, size_t n, const AllReduceOptions& o, Phases which) {
+  const char* name = which == Phases::reduce_scatter ? "reduce_scatter" : "all_gather";
+  NX_CHECK(o.op == ReduceOp::Sum, name, ": op must be \"sum\", got \"", reduce_op_name(o.op), "\"");
+  NX_CHECK(!o.residual || o.residual->size() == n, name, ": the Residual has ", o.residual ? o.residual->size() : 0,
+           " elements but the buffer has ", n);
+  NX_CHECK(o.segment_bytes > 0, name, ": segment_bytes must be > 0");
+  const auto codec = o.codec ? o.codec : make_none_codec();
+  NX_CHECK(codec->topk_ratio() == 0, name, ": codec \"", codec->spec(),
+           "\" reduces by all-gather, not in ring phases; use ring_allreduce");
+  if (dtype == DType::Float64) {
+    NX_CHECK(codec->lossless(), name, ": codec \"", codec->spec(), "\" compresses float32; float64 takes \"none\"");
+    Wire<double> wire{o.op};
+    return run(t, static_cast<double*>(data), n, o, wire, which);
+  }
+  NX_CHECK_TYPE(dtype == DType::Float32, name, ": buffers are float32 or float64, got ", dtype_name(dtype));
+  Wire<float> wire{*codec, o.residual, o.op, {}, {}};
+  return run(t, static_cast<float*>(data), n, o, wire, which);
+}
+
+}  // namespace
+
+AllReduceStats ring_reduce_scatter(Transport& t, void* data, DType dtype, size_t n, const AllReduceOptions& o) {
+  return phase(t, data, dtype, n, o, Phases::reduce_scatter);
+}
+
+AllReduceStats ring_all_gather(Transport& t, void* data, DType dtype, size_t n, const AllReduceOptions& o) {
+  return phase(t, data, dtype, n, o, Phases::all_gather);
 }
 
 }  // namespace nexus::comm

@@ -69,6 +69,19 @@ struct AllReduceStats {
 // In place; every rank calls it with the same n, options and dtype. float64 takes codec "none".
 AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllReduceOptions& opts);
 AllReduceStats ring_allreduce(Transport& t, double* data, size_t n, const AllReduceOptions& opts);
+// The two phases on their own, float32 and float64 sums only (the hierarchical reduction runs a
+// reduction across groups between them). After ring_reduce_scatter this rank holds the sum over
+// the ranks of its chunk, ring_owned_chunk, and the rest of the buffer is spent; ring_all_gather
+// then gives every rank every rank's chunk. Each is the matching half of ring_allreduce, with its
+// codec and Residual (each element is encoded once over the two), except top-k (a ValueError:
+// it reduces by all-gather, not in phases).
+struct RingChunk {
+  size_t off = 0, len = 0;
+};
+RingChunk ring_owned_chunk(size_t n, int size, int rank);
+AllReduceStats ring_reduce_scatter(Transport& t, void* data, DType dtype, size_t n, const AllReduceOptions& opts);
+AllReduceStats ring_all_gather(Transport& t, void* data, DType dtype, size_t n, const AllReduceOptions& opts);
+
 // Any floating dtype (ring_dtypes.cpp). float16 and bfloat16 are widened to float32 for the adds;
 // with codec "none" they travel in their own 16-bit format (each hop rounds its partial sum to
 // the buffer's dtype, as a ring in that dtype would, and no Residual is used), while a lossy codec

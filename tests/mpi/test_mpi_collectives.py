@@ -49,6 +49,28 @@ def test_error_feedback_keeps_repeated_reductions_from_drifting(job):
         assert row["drift_with"] < 0.25 * row["drift_without"], row
 
 
+def test_hierarchical_reduction_is_exact_and_sharded_sends_one_group_share_across(job):
+    n, proc = job
+    # layouts x (sharded, leaders) x 3 sizes x 3 dtype/codec: 2 x 9 at 2 ranks, 3 x 9 at 4
+    rows = by_check(proc, "hierarchical", n, per_rank=18 if n == 2 else 27)
+    assert {r["sharded"] for r in rows} == {True, False}
+    for row in rows:
+        what = (row["labels"], row["sharded"], row["n"], row["dtype"], row["codec"])
+        assert row["identical"], f"ranks disagree: {what}"
+        assert row["exact"] if row["codec"] == "none" else row["close"], f"wrong sum: {what}"
+    # across groups: each rank sends its 1/G shard, where the leader path sends the whole
+    # buffer from one rank (G ranks per group; the cross ring has the same length either way)
+    if n == 4:
+        def cross(sharded, rank):
+            return [r["cross_bytes"] for r in rows if r["sharded"] == sharded and r["rank"] == rank and
+                    r["labels"] == [0, 0, 1, 1] and r["n"] == 100_003 and r["codec"] == "none"
+                    and r["dtype"] == "float32"][0]
+        leader = cross(False, 0)
+        assert leader > 0 and cross(False, 1) == 0  # only leaders cross
+        for rank in range(4):
+            assert 0 < cross(True, rank) <= leader / 2 + 64, (rank, cross(True, rank), leader)
+
+
 def test_broadcast_and_all_gather(job):
     n, proc = job
     for row in by_check(proc, "broadcast", n):

@@ -15,9 +15,13 @@ by this rank's samples over the previous step's global count (the same on every 
 before backward starts; the first step exchanges the counts first) and rescaled after the step's
 counts arrive, if the count changed. Lossy codecs keep an error-feedback residual per bucket.
 
-With ``groups`` (a group label per rank) the reduction is hierarchical: a ring inside each group,
-then a ring among the group leaders (the lowest rank of each group) with ``leader_compression``,
-then each leader broadcasts the result inside its group. Every step also gathers each rank's
+With ``groups`` (a group label per rank) the reduction is hierarchical. Groups of one size are
+sharded: a reduce-scatter inside each group, an all-reduce of each shard among the ranks holding
+it in every group (with ``leader_compression``), an all-gather inside each group, so each rank
+sends 1/G of the gradient across groups of G. Groups of different sizes go through leaders: a
+ring inside each group, then a ring among the group leaders (the lowest rank of each group)
+with ``leader_compression``, then each leader broadcasts the result inside its group. Every
+step also gathers each rank's
 busy seconds into ``last_busy_seconds``: the time from the previous step's reduction (the last
 moment the ranks were together) to the end of this step's backward, so it holds the update, the
 caller's loop, the data, forward and backward, and on a rank that shares its core, the time the
@@ -42,15 +46,17 @@ class DataParallel:
     an error-feedback residual per parameter (one per bucket: its parameters' residuals end to
     end). ``bucket_bytes``: gradients are packed into buckets of about this size (default 4 MiB),
     one ring all-reduce each. ``groups``: a group label per rank for the hierarchical reduction,
-    whose leaders' ring uses ``leader_compression``. ``overlap``: reduce while backward runs
-    (flat reduction, MPI at MPI_THREAD_SERIALIZED or above). Construction broadcasts parameters
-    and buffers from ``root``. Raises ValueError for a bad ``bucket_bytes``, codec or ``groups``.
+    whose cross-group ring uses ``leader_compression``; ``sharded``: None (sharded when the
+    groups are of one size), True (a ValueError when they are not) or False (through leaders).
+    ``overlap``: reduce while backward runs (flat reduction, MPI at MPI_THREAD_SERIALIZED or
+    above). Construction broadcasts parameters and buffers from ``root``. Raises ValueError for
+    a bad ``bucket_bytes``, codec, ``groups`` or ``sharded``.
 
     Example: ``dp = dist.DataParallel(model, compression="int8"); loss = dp.train_step(xb, yb)``.
     """
 
     def __init__(self, model, compression=None, bucket_bytes: int | None = None, root: int = 0,
-                 groups=None, leader_compression=None, overlap: bool = True):
+                 groups=None, leader_compression=None, overlap: bool = True, sharded: bool | None = None):
         self.model = model
         self.compression = _world.codec_spec(compression)
         self.leader_compression = _world.codec_spec(leader_compression)
@@ -69,10 +75,10 @@ class DataParallel:
         if w.size > 1:
             from .. import _C_mpi  # noqa: PLC0415
 
-            group, leaders = _hierarchy(w, groups) if groups is not None else (None, None)
+            group, cross, sharded = _hierarchy(w, groups, sharded) if groups is not None else (None, None, False)
             self._reducer = _C_mpi.DataParallelReducer(
                 w.transport, list(model.params.values()), bucket_bytes, self.compression,
-                self.leader_compression, self.overlap, group, leaders,
+                self.leader_compression, self.overlap, group, cross, sharded,
                 segment_bytes=_C.comm.MAX_SEGMENT_BYTES, timeout_s=config.comm_timeout())
             for t in [*model.params.values(), *model.buffers.values()]:
                 _world.broadcast(t, root=root)
@@ -115,18 +121,31 @@ class DataParallel:
                 _world.all_reduce(t, op="mean")
 
 
-def _hierarchy(w, groups) -> tuple:
-    """This rank's group's transport (its lowest rank leads) and, on a leader when there are
-    several groups, the leaders' transport (else None)."""
+def _hierarchy(w, groups, sharded: bool | None = None) -> tuple:
+    """This rank's group's transport (its lowest rank leads), its cross-group transport and
+    whether the reduction is sharded. Sharded (the default for groups of one size): the cross
+    ring joins the ranks at this rank's position in every group. Through leaders: it joins the
+    group leaders, None on the other ranks. None with a single group."""
     from .. import _C_mpi  # noqa: PLC0415
 
     groups = [str(g) for g in groups]
     if len(groups) != w.size:
         raise ValueError(f"DataParallel: {len(groups)} group labels for {w.size} ranks")
     names = sorted(set(groups), key=groups.index)
+    sizes = {name: groups.count(name) for name in names}
+    equal = len(set(sizes.values())) == 1
+    if sharded is None:
+        sharded = equal
+    elif sharded and not equal:
+        raise ValueError(f"DataParallel: sharded=True needs groups of one size, got {sizes}; "
+                         "pass sharded=False (or None) to reduce through the group leaders")
     mine = groups[w.rank]
-    is_leader = w.rank == groups.index(mine)
     group_comm = w.comm.Split(names.index(mine), w.rank)
-    leader_comm = w.comm.Split(0 if is_leader else w.mpi.UNDEFINED, w.rank)
-    leaders = _C_mpi.MpiTransport(leader_comm.py2f()) if is_leader and len(names) > 1 else None
-    return _C_mpi.MpiTransport(group_comm.py2f()), leaders
+    if sharded:  # the ranks at this rank's position, one per group, in group order
+        cross_comm = w.comm.Split(group_comm.Get_rank(), names.index(mine))
+    else:
+        is_leader = w.rank == groups.index(mine)
+        cross_comm = w.comm.Split(0 if is_leader else w.mpi.UNDEFINED, w.rank)
+    joins = len(names) > 1 and cross_comm != w.mpi.COMM_NULL
+    cross = _C_mpi.MpiTransport(cross_comm.py2f()) if joins else None
+    return _C_mpi.MpiTransport(group_comm.py2f()), cross, bool(sharded)

@@ -107,6 +107,32 @@ for codec in ("int8", "sign"):
     report(check="error_feedback", codec=codec, drift_without=drift[False],
            drift_with=drift[True])
 
+# ---- hierarchical reduction: sharded (groups of one size) and through leaders -------------------
+# Two groups (of one rank each at 2 ranks, two each at 4) and, at 4 ranks, groups of sizes 3 + 1
+# (leaders only). Exact sums on every rank, every rank alike, and the bytes sent across groups.
+from nexus.distributed.data_parallel import _hierarchy  # noqa: E402
+
+w = dist._world.world()
+layouts = [[r * 2 // N for r in range(N)]] + ([[0, 0, 0, 1]] if N == 4 else [])
+for labels in layouts:
+    for sharded in (True, False):
+        if sharded and len(set(labels.count(g) for g in labels)) > 1:
+            continue
+        group, cross, is_sharded = _hierarchy(w, labels, sharded)
+        for n in (1, N + 1, 100_003):
+            for dtype, codec in (("float32", "none"), ("float64", "none"), ("float32", "int8")):
+                xs = inputs(50 + n, n)
+                x = xs[RANK].astype(dtype)
+                stats, cross_bytes = _C_mpi.hierarchical_all_reduce(group, cross, sharded, nx.from_numpy(x),
+                                                                    "none", codec, 24 if n < 100 else 1 << 16, 60.0)
+                everyone = dist.all_gather(x.astype(np.float64)[None, :])
+                want = np.sum(xs, axis=0, dtype=np.float64)
+                report(check="hierarchical", labels=labels, sharded=is_sharded, n=n, dtype=dtype, codec=codec,
+                       exact=bool(np.array_equal(x, want.astype(dtype))),
+                       close=bool(np.abs(x - want).max() <= 0.05 * max(1.0, np.abs(want).max())),
+                       identical=all(np.array_equal(everyone[r], everyone[0]) for r in range(N)),
+                       cross_bytes=int(cross_bytes), bytes_sent=int(stats.bytes_sent))
+
 # ---- broadcast and all_gather -------------------------------------------------------------------
 root = N - 1
 a = np.full((3, 2), float(RANK), np.float64)
