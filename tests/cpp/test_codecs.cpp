@@ -315,6 +315,13 @@ TEST(topk_selects_exactly_on_segments_large_enough_to_sample) {
   for (size_t i = 0; i < n; i += n / 1024)
     for (size_t j = 0; j < 16; ++j) seen[i + j] *= 1e3f;
   check_topk("topk:0.01", 1, 100, seen);
+  // mostly zeros (a sparse gradient, or the output of a top-k round): fewer nonzeros than k,
+  // so the lowest-index zeros make up the rest; and more nonzeros than k
+  std::vector<float> sparse(n, 0.0f), sparser(n, 0.0f);
+  for (size_t i = 3; i < n; i += 211) sparse[i] = float(i % 17) - 8.0f;
+  for (size_t i = 5; i < n; i += 1999) sparser[i] = float(i % 13) + 1.0f;
+  check_topk("topk:0.001", 1, 1000, sparse);
+  check_topk("topk:0.01", 1, 100, sparser);
   // many ties at the k-th magnitude: the lower indices among them are sent
   std::vector<float> steps(n);
   for (size_t i = 0; i < n; ++i) steps[i] = float((i * 2654435761u) % 64);

@@ -111,10 +111,28 @@ class TopKCodec final : public Codec {
         std::nth_element(s.sample.begin(), s.sample.begin() + ptrdiff_t(rank), s.sample.end(), std::greater<>());
         t = s.sample[rank];
       }
+      if (t == 0) return nonzeros_then_zeros(x, n, kk, s);
       collect(x, n, t, s);
       // fewer than kk: the sample was unlucky (or the data is full of ties); lower the bar
-      if (s.found.size() >= kk || t == 0) return s.found;
+      if (s.found.size() >= kk) return s.found;
     }
+  }
+
+  // A mostly-zero buffer (a sparse gradient, or one top-k already thinned): the candidates are
+  // its nonzeros and, when they are fewer than kk, the lowest-index zeros that make up kk, not
+  // every element.
+  static const std::vector<uint64_t>& nonzeros_then_zeros(const float* x, size_t n, size_t kk, Scratch& s) {
+    collect(x, n, 1, s);
+    if (s.found.size() >= kk) return s.found;
+    size_t zeros = kk - s.found.size();
+    s.found.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t k = key(x[i]);
+      if (k == 0 && zeros == 0) continue;
+      zeros -= k == 0;
+      s.found.push_back(entry(k, i));
+    }
+    return s.found;
   }
 
   // The elements whose key is >= t, in index order, collected over the pool in chunks.
