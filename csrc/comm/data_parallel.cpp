@@ -19,7 +19,7 @@ DataParallelReducer::DataParallelReducer(Transport& world, const std::vector<Ten
     : world_(world),
       opts_(std::move(opts)),
       buckets_(params, opts_.bucket_bytes, opts_.codec),
-      overlap_(opts_.overlap && group == nullptr),
+      overlap_(opts_.overlap),
       busy_(size_t(world.size()), 0.0) {
   NX_CHECK(group || !cross, "DataParallelReducer: a cross-group ring needs the group's transport");
   if (group)
@@ -52,7 +52,16 @@ void DataParallelReducer::begin(int64_t samples) {
     sum_counts(first);
     guess_ = first[0] > 0 ? first[0] : 1.0;
   }
-  pending_ = std::make_unique<OverlapReduction>(buckets_, world_, double(samples) / *guess_, ring_options());
+  const double pre = double(samples) / *guess_;
+  if (!hier_) {
+    pending_ = std::make_unique<OverlapReduction>(buckets_, world_, pre, ring_options());
+    return;
+  }
+  hier_->reset_cross_bytes();
+  pending_ = std::make_unique<OverlapReduction>(
+      buckets_, hier_->transports(), [this, pre, opts = ring_options()](size_t b, const std::vector<void*>& grads) {
+        return hier_->reduce_bucket(buckets_, b, grads, pre, opts);
+      });
 }
 
 void DataParallelReducer::on_grad_ready(size_t param, const Tensor& grad) {

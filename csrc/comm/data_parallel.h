@@ -11,8 +11,8 @@
 // finished all of its gradients; those are weighted by this rank's samples over the previous
 // step's global count (the same on every rank and known before backward starts; the first step
 // exchanges the counts first) and rescaled once this step's count is in, if it changed.
-// Hierarchical reduction (a group and a cross-group Transport): see HierarchicalReducer; it runs
-// after backward.
+// Hierarchical reduction (a group and a cross-group Transport): see HierarchicalReducer; with
+// overlap its buckets go to the worker thread the same way.
 //
 // Busy seconds: the time from the previous step's reduction (the last moment the ranks were
 // together) to the end of this step's backward, so it holds the update, the caller's loop, the

@@ -57,66 +57,68 @@ HierarchicalReducer::HierarchicalReducer(Transport& group, Transport* cross, boo
 
 AllReduceStats HierarchicalReducer::reduce(BucketReducer& group_buckets, const std::vector<Tensor>& grads,
                                            double pre_scale, const AllReduceOptions& opts) {
-  if (sharded_) return reduce_sharded(group_buckets, grads, pre_scale, opts);
-  const auto start = std::chrono::steady_clock::now();
-  AllReduceStats stats;
-  cross_bytes_ = 0;
-  if (group_.size() > 1) {
-    add(stats, group_buckets.reduce(group_, grads, pre_scale, 1.0, opts));
-    pre_scale = 1.0;
-  }
-  if (leader_buckets_) {
-    const AllReduceStats across = leader_buckets_->reduce(*cross_, grads, pre_scale, 1.0, opts);
-    cross_bytes_ = across.bytes_sent;
-    add(stats, across);
-  }
-  if (group_.size() > 1)
-    for (const Tensor& g : grads) {
-      const size_t bytes = size_t(g.numel()) * size_t(itemsize(g.dtype()));
-      broadcast(group_, g.raw_data(), bytes, 0, opts.timeout);
-      if (group_.rank() == 0) stats.bytes_sent += bytes * size_t(group_.size() - 1);
-    }
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return stats;
-}
-
-AllReduceStats HierarchicalReducer::reduce_sharded(BucketReducer& group_buckets, const std::vector<Tensor>& grads,
-                                                   double pre_scale, const AllReduceOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   NX_CHECK(group_buckets.num_params() == grads.size(), "hierarchical reduction: ", grads.size(), " gradients for ",
            group_buckets.num_params(), " parameters");
   std::vector<void*> data;
   for (const Tensor& g : grads) data.push_back(g.raw_data());
-  const auto& buckets = group_buckets.buckets();
-  if (!cross_codec_->lossless() && cross_residuals_.empty())
-    for (const Bucket& b : buckets)
-      cross_residuals_.emplace_back(ring_owned_chunk(b.numel, group_.size(), group_.rank()).len);
+  reset_cross_bytes();
   AllReduceStats stats;
-  cross_bytes_ = 0;
-  const DType dtype = group_buckets.dtype();
-  const size_t item = size_t(itemsize(dtype));
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    add(stats, group_buckets.reduce_bucket_with(b, data, pre_scale, 1.0, [&](void* flat, size_t n, Residual* res) {
-      AllReduceOptions in_group = opts;
-      in_group.codec = group_buckets.codec();
-      in_group.residual = res;
-      AllReduceStats s = ring_reduce_scatter(group_, flat, dtype, n, in_group);
-      if (cross_) {
-        const RingChunk mine = ring_owned_chunk(n, group_.size(), group_.rank());
-        AllReduceOptions across = opts;
-        across.codec = cross_codec_;
-        across.residual = cross_residuals_.empty() ? nullptr : &cross_residuals_[b];
-        const AllReduceStats x =
-            ring_allreduce(*cross_, static_cast<std::byte*>(flat) + mine.off * item, dtype, mine.len, across);
-        cross_bytes_ += x.bytes_sent;
-        add(s, x);
-      }
-      add(s, ring_all_gather(group_, flat, dtype, n, in_group));
-      return s;
-    }));
-  }
+  for (size_t b = 0; b < group_buckets.buckets().size(); ++b)
+    add(stats, reduce_bucket(group_buckets, b, data, pre_scale, opts));
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
+}
+
+AllReduceStats HierarchicalReducer::reduce_bucket(BucketReducer& group_buckets, size_t b,
+                                                  const std::vector<void*>& grads, double pre_scale,
+                                                  const AllReduceOptions& opts) {
+  AllReduceStats stats;
+  if (!sharded_) {  // through leaders: ring in the group, ring of leaders, broadcast in the group
+    if (group_.size() > 1) {
+      add(stats, group_buckets.reduce_bucket(group_, b, grads, pre_scale, 1.0, opts));
+      pre_scale = 1.0;
+    }
+    if (leader_buckets_) {
+      const AllReduceStats across = leader_buckets_->reduce_bucket(*cross_, b, grads, pre_scale, 1.0, opts);
+      cross_bytes_ += across.bytes_sent;
+      add(stats, across);
+    }
+    if (group_.size() > 1) {
+      const size_t item = size_t(itemsize(group_buckets.dtype()));
+      const Bucket& bk = group_buckets.buckets()[b];
+      for (size_t i = bk.first; i < bk.last; ++i) {
+        const size_t bytes = group_buckets.numel(i) * item;
+        broadcast(group_, grads[i], bytes, 0, opts.timeout);
+        if (group_.rank() == 0) stats.bytes_sent += bytes * size_t(group_.size() - 1);
+      }
+    }
+    return stats;
+  }
+  // sharded: reduce-scatter in the group, each shard across groups, all-gather in the group
+  if (!cross_codec_->lossless() && cross_residuals_.empty())
+    for (const Bucket& bk : group_buckets.buckets())
+      cross_residuals_.emplace_back(ring_owned_chunk(bk.numel, group_.size(), group_.rank()).len);
+  const DType dtype = group_buckets.dtype();
+  const size_t item = size_t(itemsize(dtype));
+  return group_buckets.reduce_bucket_with(b, grads, pre_scale, 1.0, [&](void* flat, size_t n, Residual* res) {
+    AllReduceOptions in_group = opts;
+    in_group.codec = group_buckets.codec();
+    in_group.residual = res;
+    AllReduceStats s = ring_reduce_scatter(group_, flat, dtype, n, in_group);
+    if (cross_) {
+      const RingChunk mine = ring_owned_chunk(n, group_.size(), group_.rank());
+      AllReduceOptions across = opts;
+      across.codec = cross_codec_;
+      across.residual = cross_residuals_.empty() ? nullptr : &cross_residuals_[b];
+      const AllReduceStats x =
+          ring_allreduce(*cross_, static_cast<std::byte*>(flat) + mine.off * item, dtype, mine.len, across);
+      cross_bytes_ += x.bytes_sent;
+      add(s, x);
+    }
+    add(s, ring_all_gather(group_, flat, dtype, n, in_group));
+    return s;
+  });
 }
 
 }  // namespace nexus::comm

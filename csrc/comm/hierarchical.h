@@ -39,14 +39,20 @@ class HierarchicalReducer {
   // time of all of them; last_cross_bytes() the bytes of the cross stage alone.
   AllReduceStats reduce(BucketReducer& group_buckets, const std::vector<Tensor>& grads, double pre_scale,
                         const AllReduceOptions& opts);
+  // One bucket of group_buckets (grads[i]: parameter i's gradient data; only the bucket's are
+  // touched), for callers that reduce buckets as backward finishes them. Adds its cross-group
+  // bytes to last_cross_bytes(); reset_cross_bytes() starts a step.
+  AllReduceStats reduce_bucket(BucketReducer& group_buckets, size_t b, const std::vector<void*>& grads,
+                               double pre_scale, const AllReduceOptions& opts);
 
   bool sharded() const { return sharded_; }
   uint64_t last_cross_bytes() const { return cross_bytes_; }
+  void reset_cross_bytes() { cross_bytes_ = 0; }
+  // The transports a bucket's reduction uses (the group's, and the cross ring's where this rank
+  // is on it).
+  std::vector<Transport*> transports() const { return {&group_, cross_}; }
 
  private:
-  AllReduceStats reduce_sharded(BucketReducer& group_buckets, const std::vector<Tensor>& grads, double pre_scale,
-                                const AllReduceOptions& opts);
-
   Transport& group_;
   Transport* cross_;
   const bool sharded_;

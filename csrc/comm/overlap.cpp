@@ -1,15 +1,23 @@
 #include "comm/overlap.h"
 
+#include <memory>
+
 #include "base/error.h"
 
 namespace nexus::comm {
 
 OverlapReduction::OverlapReduction(BucketReducer& reducer, Transport& transport, double pre_scale,
                                    AllReduceOptions opts)
+    : OverlapReduction(
+          reducer, {&transport},
+          [&reducer, &transport, pre_scale, opts = std::move(opts)](size_t b, const std::vector<void*>& g) {
+            return reducer.reduce_bucket(transport, b, g, pre_scale, 1.0, opts);
+          }) {}
+
+OverlapReduction::OverlapReduction(BucketReducer& reducer, std::vector<Transport*> transports, BucketReduction reduce)
     : reducer_(reducer),
-      transport_(transport),
-      pre_(pre_scale),
-      opts_(std::move(opts)),
+      transports_(std::move(transports)),
+      reduce_(std::move(reduce)),
       data_(reducer.num_params(), nullptr),
       in_(reducer.buckets().size(), 0),
       bucket_of_(reducer.num_params(), 0) {
@@ -56,7 +64,9 @@ AllReduceStats OverlapReduction::finish(const std::vector<Tensor>& grads) {
 }
 
 void OverlapReduction::work() {
-  BackgroundScope background(transport_);
+  std::vector<std::unique_ptr<BackgroundScope>> background;
+  for (Transport* t : transports_)
+    if (t) background.push_back(std::make_unique<BackgroundScope>(*t));
   const auto& buckets = reducer_.buckets();
   for (size_t b = buckets.size(); b-- > 0;) {
     std::vector<void*> data;
@@ -68,7 +78,7 @@ void OverlapReduction::work() {
       data = data_;
     }
     try {
-      const AllReduceStats s = reducer_.reduce_bucket(transport_, b, data, pre_, 1.0, opts_);
+      const AllReduceStats s = reduce_(b, data);
       stats_.bytes_sent += s.bytes_sent;
       stats_.bytes_uncompressed += s.bytes_uncompressed;
     } catch (...) {

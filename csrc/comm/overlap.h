@@ -3,13 +3,15 @@
 // gradient-ready hook); the worker takes the buckets from the last to the first (the order
 // backward finishes them), each once all of its gradients are in. Every rank takes them in that
 // same fixed order, so the rings match. finish() hands over any gradient not yet reported,
-// waits for the worker and returns the bytes and time. The worker tells the transport it runs
-// in the background (Transport::set_background) while it works.
+// waits for the worker and returns the bytes and time. The worker tells the transports it runs
+// in the background (Transport::set_background) while it works. A bucket is reduced by a ring
+// over one transport, or by any per-bucket reduction (the hierarchical one).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -20,8 +22,13 @@ namespace nexus::comm {
 
 class OverlapReduction {
  public:
+  // Bucket b's reduction: grads[i] points at parameter i's gradient (only b's are read).
+  using BucketReduction = std::function<AllReduceStats(size_t b, const std::vector<void*>& grads)>;
+
   // Gradients are multiplied by pre_scale before they are summed (as BucketReducer::reduce).
   OverlapReduction(BucketReducer& reducer, Transport& transport, double pre_scale, AllReduceOptions opts);
+  // Each bucket by `reduce`, which uses `transports` (set to the background while it works).
+  OverlapReduction(BucketReducer& reducer, std::vector<Transport*> transports, BucketReduction reduce);
   ~OverlapReduction();  // stops the worker between buckets if finish() was never called
   OverlapReduction(const OverlapReduction&) = delete;
   OverlapReduction& operator=(const OverlapReduction&) = delete;
@@ -37,9 +44,8 @@ class OverlapReduction {
   void work();
 
   BucketReducer& reducer_;
-  Transport& transport_;
-  const double pre_;
-  const AllReduceOptions opts_;
+  std::vector<Transport*> transports_;
+  BucketReduction reduce_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<void*> data_;  // per parameter: its gradient's data, once reported

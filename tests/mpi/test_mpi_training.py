@@ -56,3 +56,13 @@ def test_reducing_while_backward_runs_gives_the_result_of_reducing_after_it(job)
     assert all(row["used"] == [True, False] for row in rows)  # the overlapped path did run
     assert all(row["identical"] for row in rows)
     assert max(row["max_diff"] for row in rows) <= 1e-5, rows
+
+
+def test_hierarchical_reduction_overlapped_or_not_trains_as_the_flat_ring(job):
+    n, proc, _ = job
+    rows = by_check(proc, "hierarchical_training", n, per_rank=2 if n == 2 else 4)
+    assert {row["overlap"] for row in rows} == {True, False}  # the overlapped path did run
+    for row in rows:
+        assert row["identical"], row
+        assert row["max_diff"] <= 1e-5, row
+

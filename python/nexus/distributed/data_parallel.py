@@ -48,9 +48,9 @@ class DataParallel:
     one ring all-reduce each. ``groups``: a group label per rank for the hierarchical reduction,
     whose cross-group ring uses ``leader_compression``; ``sharded``: None (sharded when the
     groups are of one size), True (a ValueError when they are not) or False (through leaders).
-    ``overlap``: reduce while backward runs (flat reduction, MPI at MPI_THREAD_SERIALIZED or
-    above). Construction broadcasts parameters and buffers from ``root``. Raises ValueError for
-    a bad ``bucket_bytes``, codec, ``groups`` or ``sharded``.
+    ``overlap``: reduce while backward runs (MPI at MPI_THREAD_SERIALIZED or above).
+    Construction broadcasts parameters and buffers from ``root``. Raises ValueError for a bad
+    ``bucket_bytes``, codec, ``groups`` or ``sharded``.
 
     Example: ``dp = dist.DataParallel(model, compression="int8"); loss = dp.train_step(xb, yb)``.
     """
@@ -70,8 +70,7 @@ class DataParallel:
         self.bucket_bytes = bucket_bytes
         self._reducer = None
         # The worker thread calls MPI while this one does not: MPI_THREAD_SERIALIZED at least.
-        self.overlap = bool(overlap) and groups is None and w.size > 1 and \
-            w.mpi.Query_thread() >= w.mpi.THREAD_SERIALIZED
+        self.overlap = bool(overlap) and w.size > 1 and w.mpi.Query_thread() >= w.mpi.THREAD_SERIALIZED
         if w.size > 1:
             from .. import _C_mpi  # noqa: PLC0415
 

@@ -89,3 +89,17 @@ for overlap in (True, False):
     runs[overlap] = (flat(model), dp.overlap)
 report(check="overlap", max_diff=float(np.abs(runs[True][0] - runs[False][0]).max()),
        used=[runs[True][1], runs[False][1]], identical=same_everywhere(model))
+
+# ---- hierarchical, overlapped and not, sharded (equal groups) and through leaders: the same
+# weights up to rounding as the flat reduction after backward, identical on every rank
+flat_ref = runs[False][0]
+layouts = [[r * 2 // N for r in range(N)]] + ([[0, 0, 0, 1]] if N == 4 else [])
+for labels in layouts:
+    for overlap in (True, False):
+        model = build()
+        dp = dist.DataParallel(model, bucket_bytes=2048, overlap=overlap, groups=labels)
+        for xb, yb in nx.data.DataLoader((x, y), batch_size=B, seed=2, rank=RANK, shares=shares):
+            dp.train_step(xb, yb)
+        report(check="hierarchical_training", labels=labels, overlap=dp.overlap,
+               max_diff=float(np.abs(flat(model) - flat_ref).max()), identical=same_everywhere(model))
+
