@@ -189,6 +189,24 @@ def test_tensors_in_tensors_out_and_concurrent_calls(exported):
         np.testing.assert_array_equal(r, want)
 
 
+def test_repeated_calls_with_one_array_are_checked_like_the_first(exported):
+    # a call with an array of the last call's shape skips the checks and plan lookup it made;
+    # anything else still gets them
+    m = nx.onnx.load(exported["mlp"])
+    rng = np.random.default_rng(5)
+    x1, x2 = (rng.standard_normal((3, 784)).astype(np.float32) for _ in range(2))
+    first, again = m.run(x1), m.run(x2)
+    np.testing.assert_array_equal(m.run(x1), first)
+    np.testing.assert_array_equal(m.run({"x": x2}), again)
+    with pytest.raises(TypeError, match="must be float32, got float64"):
+        m.run(x1.astype(np.float64))
+    with pytest.raises(ValueError, match=r"must have shape \('batch', 784\)"):
+        m.run(np.zeros((3, 783), np.float32))
+    wide = np.zeros((3, 1568), np.float32)
+    np.testing.assert_array_equal(m.run(wide[:, ::2]), m.run(np.zeros((3, 784), np.float32)))  # not contiguous
+    np.testing.assert_allclose(m.run(x1[:1]), first[:1], rtol=1e-5, atol=1e-6)  # another batch, plan
+
+
 def test_bad_inputs_are_clear_errors(exported):
     m = nx.onnx.load(exported["encoder"])
     ids = np.zeros((2, 4), np.int64)

@@ -218,6 +218,7 @@ class InferenceModel:
         # their values join the plan's key, and the trace sees them as constants
         self._value_inputs: set[int] = set()
         self._np_dtypes = [np.dtype(io.dtype) for io in self.inputs]
+        self._fast: tuple | None = None  # (shape, plan) of the last one-input call
 
     # ---- running -----------------------------------------------------------------------------
 
@@ -240,20 +241,31 @@ class InferenceModel:
             >>> probs = m.run(x)                                    # one input
             >>> out = m.run({"input_ids": ids, "attention_mask": mask})
         """
+        fast = self._fast
+        if fast is not None and type(inputs) is np.ndarray and not named and not self._value_inputs:
+            # the one input, as an array of the shape, dtype and layout the last call had: its
+            # checks and plan lookup are known (latency at batch 1 is mostly this Python)
+            shape, plan = fast
+            if inputs.shape == shape and inputs.dtype == self._np_dtypes[0] and inputs.flags.c_contiguous:
+                return self._outputs(plan.run([F.from_numpy(inputs)]), True)
         feeds = self._feeds(inputs, named)
         as_numpy = not all(isinstance(v, Tensor) for v in feeds)
         tensors = [v if isinstance(v, Tensor) else F.from_numpy(contiguous(v)) for v in feeds]
         plan = self._plans.get(self._key(tensors))
         if plan is None:
             plan = self._plan_for(tensors)
-        outs = plan.run(tensors)
+        if len(tensors) == 1 and not self._value_inputs:
+            self._fast = (tuple(tensors[0].shape), plan)
+        return self._outputs(plan.run(tensors), as_numpy)
+
+    __call__ = run
+
+    def _outputs(self, outs: list[Tensor], as_numpy: bool) -> Any:
         if as_numpy:
             outs = [o.numpy() for o in outs]
         if len(outs) == 1:
             return outs[0]
         return {o.name: v for o, v in zip(self.outputs, outs)}
-
-    __call__ = run
 
     def _feeds(self, inputs, named: dict) -> list:
         names = [i.name for i in self.inputs]
