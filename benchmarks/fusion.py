@@ -8,6 +8,10 @@ time / nx.jit time, so > 1 means nx.jit is faster. Effective bandwidth counts 8 
 element (read t once, write the result once) and is shown as a fraction of a STREAM-style copy
 measured in the same run. The cold compile time of the graph's kernel and a warm second process
 (0 compiles) are measured in fresh processes with a private NEXUS_CACHE_DIR.
+
+Then a loss and its backward (issue 21): mean((tanh(x*w + 0.5) - y)^2) over 1M float32 with x and
+w requiring grad, nx.jit (the graph's backward, fused) against Nexus's eager autograd and PyTorch
+eager, gradients checked against eager first. Bar: >= 3x eager Nexus autograd.
 """
 
 from __future__ import annotations
@@ -77,6 +81,49 @@ def compile_times():
     return runs[0]["compile_seconds"], runs[0]["compiles"], runs[1]["compiles"]
 
 
+def loss_nx(x, w, y):
+    """A 6-op chain with a reduction: mean((tanh(x*w + 0.5) - y)^2)."""
+    h = nx.tanh(x * w + 0.5) - y
+    return nx.mean(h * h)
+
+
+def loss_torch(x, w, y):
+    h = torch.tanh(x * w + 0.5) - y
+    return torch.mean(h * h)
+
+
+def gradient_rows(n: int) -> tuple[list, float]:
+    """Loss + backward of loss_nx at n elements: nx.jit (one program: the value and both
+    gradients) against Nexus's eager autograd and PyTorch eager, gradients checked first."""
+    rng = np.random.default_rng(1)
+    xs, ws, ys = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    x, w = nx.tensor(xs, requires_grad=True), nx.tensor(ws, requires_grad=True)
+    y = nx.from_numpy(ys)
+    f = nx.jit(loss_nx)
+
+    def step(fn, *args):
+        for t in args[:2]:
+            t.grad = None
+        fn(*args).backward()
+        return args[0].grad, args[1].grad
+
+    eager = [g.numpy().copy() for g in step(loss_nx, x, w, y)]
+    for name, got in (("nx.jit gradients", step(f, x, w, y)),):
+        check(name + " dx", got[0], eager[0], rtol=1e-5, atol=1e-9)
+        check(name + " dw", got[1], eager[1], rtol=1e-5, atol=1e-9)
+    rows = [("nx.jit loss+backward", lambda: step(f, x, w, y)),
+            ("nexus eager autograd", lambda: step(loss_nx, x, w, y))]
+    if torch is not None:
+        xt, wt = (torch.from_numpy(a.copy()).requires_grad_() for a in (xs, ws))
+        yt = torch.from_numpy(ys)
+        check("torch eager dx", step(loss_torch, xt, wt, yt)[0].numpy(), eager[0], rtol=1e-4, atol=1e-9)
+        rows.append(("torch eager autograd", lambda: step(loss_torch, xt, wt, yt)))
+    stats = bench_interleaved([fn for _, fn in rows], warmup=2, rounds=5, min_time=2.0)
+    base = stats[0]["median"]
+    out = [[name, fmt_ms(st["median"]), f"{st['median'] / base:.2f}x"] for (name, _), st in zip(rows, stats)]
+    return out, stats[1]["median"] / base
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -125,6 +172,11 @@ def main():
         out.append([name, fmt_ms(s["median"]), ratio, f"{bw / 1e9:.1f}", f"{bw / copy_bw:.0%}"])
     table(out, ["variant", "median ms", "time / nx.jit", "eff. GB/s (8 B/elem)", "of STREAM copy"])
 
+    grad_n = 1 << 20
+    print(f"\n# loss + backward, mean((tanh(x*w + 0.5) - y)^2) over {grad_n:,} float32 (x and w require grad)")
+    grads, grad_ratio = gradient_rows(grad_n)
+    table(grads, ["variant", "median ms", "time / nx.jit"])
+
     cold, cold_n, warm_n = compile_times()
     print(f"\ncold compile of the graph's kernels: {cold:.2f} s ({cold_n} kernel); warm cache: {warm_n} compiles")
     print("\nbars:")
@@ -132,6 +184,8 @@ def main():
         if key in t:
             r = t[key] / t["nx.jit"]
             print(f"- {label}: {r:.2f}x {'PASS' if r >= bar else 'MISS'}")
+    print(f"- nx.jit loss+backward >= 3x eager Nexus autograd: {grad_ratio:.2f}x "
+          f"{'PASS' if grad_ratio >= 3.0 else 'MISS'}")
     print(f"- cold compile <= 1 s: {cold:.2f} s {'PASS' if cold <= 1.0 else 'MISS'}")
     print(f"- warm cache 0 compiles: {warm_n} {'PASS' if warm_n == 0 else 'MISS'}")
 

@@ -8,6 +8,9 @@
 #include "engine/executor.h"
 #include "engine/traced.h"
 #include "engine/shape_infer.h"
+#include "graph/passes/passes.h"
+#include "ops/ops.h"
+#include "tensor/tape.h"
 
 namespace py = pybind11;
 
@@ -71,6 +74,25 @@ void bind_graph(py::module_& m) {
       .def("dump", &Graph::dump)
       .def("node_output", [](const Graph& g, size_t i) { return g.nodes().at(i).outputs.at(0); })
       .def("node_kind", [](const Graph& g, size_t i) { return g.nodes().at(i).kind; })
+      .def(
+          "differentiate",
+          [](Graph& g, int loss, const std::vector<int>& wrt) {
+            // The backward of `loss` (a scalar) with respect to the values `wrt`, appended to the
+            // graph by autodiff (as a compiled model's is); returns each one's gradient value.
+            NX_CHECK(loss >= 0 && size_t(loss) < g.values().size(), "differentiate: loss value ", loss,
+                     " is not in the graph");
+            NX_CHECK(g.value(loss).shape.empty(), "differentiate: the loss must be a scalar, got shape ",
+                     shape_str(g.value(loss).shape));
+            const std::vector<int> params = g.params;
+            g.loss = loss;
+            g.params = wrt;
+            graph::autodiff(g);
+            std::vector<int> grads = g.param_grads;
+            g.params = params;
+            g.param_grads.clear();
+            return grads;
+          },
+          py::arg("loss"), py::arg("wrt"))
       .def_readwrite("output", &Graph::output)
       .def_readwrite("loss", &Graph::loss)
       .def_readonly("params", &Graph::params)
@@ -88,6 +110,24 @@ void bind_graph(py::module_& m) {
           py::arg("graph"), py::arg("from_node") = py::none())
       .def_property_readonly("inferred", &engine::ShapeInference::inferred)
       .def_property_readonly("nodes_inferred", &engine::ShapeInference::nodes_inferred);
+
+  // nx.jit of a scalar function of tensors that require grad: its program computes the value and
+  // the gradients at once; this records the value on the tape with a backward that scales them.
+  m.def(
+      "attach_gradients",
+      [](Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& grads) {
+        NX_CHECK(inputs.size() == grads.size(), "attach_gradients: ", grads.size(), " gradients for ", inputs.size(),
+                 " inputs");
+        NX_CHECK(out.ndim() == 0, "attach_gradients: the value must be a scalar, got ", shape_str(out.shape()));
+        return autograd::record("nx.jit", std::move(out), inputs,
+                                [grads](const Tensor& g, const std::vector<bool>& needs) {
+                                  std::vector<Tensor> result(grads.size());
+                                  for (size_t i = 0; i < grads.size(); ++i)
+                                    if (needs[i] && grads[i].defined()) result[i] = ops::mul(grads[i], g);
+                                  return result;
+                                });
+      },
+      py::arg("out"), py::arg("inputs"), py::arg("grads"));
 
   auto nogil = py::call_guard<py::gil_scoped_release>();
   py::class_<engine::TracedProgram>(m, "TracedProgram")

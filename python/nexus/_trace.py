@@ -43,7 +43,7 @@ REFUSED = {
 # The _C functions that are not ops on tensors: they run as usual inside a trace.
 # (tests/python/test_jit_guards.py checks that every function of _C is in exactly one of the three.)
 NOT_OPS = frozenset({
-    "alloc_empty_cache", "alloc_stats", "batch_count", "build_info", "cpu_supports", "cpu_variant",
+    "alloc_empty_cache", "alloc_stats", "attach_gradients", "batch_count", "build_info", "cpu_supports", "cpu_variant",
     "get_num_threads", "set_num_threads", "is_grad_enabled", "set_grad_enabled", "knob_value", "knobs", "parse_csv",
     "parse_idx", "parse_jsonl", "read_csv", "read_idx", "read_jsonl", "set_buffer_exports", "write_atomic",
 })
@@ -100,6 +100,7 @@ class Tracer:
         # per graph input, in order: ("arg", i), ("capture", k) (the guard walk's k-th tensor) or
         # ("const", tensor) (data made at trace time: nx.tensor([...]) inside the function)
         self.sources: list[tuple] = []
+        self.input_values: list[int] = []  # the graph value of each input, in the order of sources
         self.shape_free = True
         self.read_shape = False
         self.label: str | None = None  # names the nodes recorded next (default: the op's name)
@@ -109,6 +110,7 @@ class Tracer:
         self.values[id(t)] = v
         self.keep.append(t)
         self.sources.append(source)
+        self.input_values.append(v)
         return v
 
     def value(self, t: Tensor) -> int:

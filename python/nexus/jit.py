@@ -20,6 +20,11 @@ is traced again. Tensors in the closure or globals are read afresh on every call
 guarded raises :class:`TraceError` naming the line: converting a traced tensor to a Python value
 (``.item()``, ``bool(t)``, ``.numpy()``), in-place writes, and tensors from places the guards do
 not see.
+
+Gradients: when inputs (or captured tensors) require grad under grad mode, a function returning one
+floating scalar is differentiated in the graph (autodiff appends its backward; both are fused) and
+each call returns the value with its gradients attached for ``backward()``; other functions run
+eagerly in that case (``_Plan``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import os
 
 from . import _C, _guards, _trace
 from ._trace import TraceError
+from .autograd import no_grad as _no_grad
 
 Tensor = _C.Tensor
 _CG = _C.codegen
@@ -47,13 +53,23 @@ def jit_config() -> dict:
 
 
 class _Plan:
-    """One trace: its graph, run by the core's executor (``_C.TracedProgram``) in one call."""
+    """One trace: its graph, run by the core's executor (``_C.TracedProgram``) in one call.
 
-    def __init__(self, fn, args: tuple, kwargs: dict, leaves: list, scan: _guards.Scan):
+    With gradients (``grad``: inputs require grad, grad mode on) the function must return one
+    floating scalar (a loss): the graph's autodiff appends its backward, the program returns the
+    value and every gradient at once, and the value goes on the tape with a backward that scales
+    them by the incoming gradient. Anything else (other results, an op with no graph rule) runs
+    the function eagerly, so its gradients are eager autograd's (``eager`` says why).
+    """
+
+    def __init__(self, fn, args: tuple, kwargs: dict, leaves: list, scan: _guards.Scan, grad: bool = False):
+        self.eager = ""
+        self.grad_inputs: list[int] | None = None  # inputs (in sources order) the gradients are of
         tracer = _trace.Tracer(scan.tensors)
         for i, t in enumerate(leaves):
             tracer.bind_input(f"arg{i}", t, ("arg", i))
-        result = _trace.run(tracer, fn, args, kwargs)
+        with _no_grad():
+            result = _trace.run(tracer, fn, args, kwargs)
         self.single = isinstance(result, Tensor)
         outs = [result] if self.single else list(result) if isinstance(result, (list, tuple)) else None
         if outs is None or not all(isinstance(o, Tensor) for o in outs):
@@ -61,9 +77,11 @@ class _Plan:
                              f"got {type(result).__name__}")
         roots = [tracer.value(o) for o in outs]
         self.graph = tracer.graph
-        self.shape_free = tracer.shape_free and not tracer.read_shape
+        self.shape_free = tracer.shape_free and not tracer.read_shape and not grad
         self.sources = tracer.sources
         self.scan = scan  # holds what the guards compare by identity
+        if grad:
+            roots = self._with_gradients(tracer, outs, roots, leaves, scan)
         self.program = _C.TracedProgram(self.graph, roots)
         plan = self.program.plan
         self.refusals = list(plan.refusals)
@@ -73,10 +91,30 @@ class _Plan:
         self.ops = sum(1 for n, on in enumerate(self.program.live)  # ops between the kernels
                        if on and n not in members and g.node_kind(n) not in skip)
 
+    def _with_gradients(self, tracer, outs: list, roots: list[int], leaves: list, scan) -> list[int]:
+        """The roots of the value and its gradients; sets eager (and keeps roots) when the graph
+        cannot give them."""
+        def requires(kind, x) -> bool:
+            t = leaves[x] if kind == "arg" else scan.tensors[x] if kind == "capture" else x
+            return t.requires_grad
+        if not (self.single and outs[0].ndim == 0 and outs[0].dtype.name.startswith(("float", "bfloat"))):
+            self.eager = "its result is not one floating scalar (a loss)"
+            return roots
+        wrt = [j for j, (kind, x) in enumerate(self.sources) if requires(kind, x)]
+        try:
+            grads = self.graph.differentiate(roots[0], [tracer.input_values[j] for j in wrt])
+        except (ValueError, TypeError, RuntimeError) as e:
+            self.eager = f"the graph has no gradient for it ({e})"
+            return roots
+        self.grad_inputs = [j for j, gv in zip(wrt, grads) if gv >= 0]  # the others do not reach it
+        return roots + [gv for gv in grads if gv >= 0]
+
     def run(self, leaves: list, captured: list):
         inputs = [leaves[x] if kind == "arg" else captured[x] if kind == "capture" else x
                   for kind, x in self.sources]
         result = self.program.run(inputs)
+        if self.grad_inputs is not None:
+            return _C.attach_gradients(result[0], [inputs[j] for j in self.grad_inputs], result[1:])
         return result[0] if self.single else tuple(result)
 
 
@@ -129,18 +167,15 @@ class JitFunction:
             if t.device.type != "cpu":
                 raise TraceError(f"nx.jit: a {t.device} tensor; nx.jit compiles host code, so call the "
                                  "function on host tensors (t.cpu()) or without nx.jit on the device")
-        if _C.is_grad_enabled():
-            for t in leaves + scan.tensors:
-                if t.requires_grad:
-                    raise ValueError("nx.jit: fused kernels record no gradients; call the function under "
-                                     "nx.no_grad() or pass detached tensors (t.detach())")
-        loose = (struct, tuple(_loose(t) for t in leaves), scan.key)
+        grad = _C.is_grad_enabled() and any(t.requires_grad for t in leaves + scan.tensors)
+        flags = tuple(t.requires_grad for t in leaves + scan.tensors) if grad else ()
+        loose = (struct, tuple(_loose(t) for t in leaves), scan.key, flags)
         plan = self._plans.get(loose)
         if plan is None or not plan.shape_free:
-            exact = (struct, tuple(_exact(t) for t in leaves), scan.key)
+            exact = (struct, tuple(_exact(t) for t in leaves), scan.key, flags)
             plan = self._plans.get(exact)
             if plan is None:
-                plan = _Plan(self.fn, args, kwargs, leaves, scan)
+                plan = _Plan(self.fn, args, kwargs, leaves, scan, grad)
                 self.traces += 1
                 self._plans[loose if plan.shape_free else exact] = plan
         self._last = plan
@@ -150,6 +185,8 @@ class JitFunction:
         if _trace.tracing():  # called inside another trace: inline it
             return self.fn(*args, **kwargs)
         plan, leaves, captured = self._plan(args, kwargs)
+        if plan.eager:
+            return self.fn(*args, **kwargs)
         return plan.run(leaves, captured)
 
     def _programs(self):
@@ -226,7 +263,24 @@ def nvrtc_candidates() -> list[str]:
 
 
 def jit(fn):
-    """Trace ``fn`` (a function of tensors) and run it as fused kernels; see the module doc."""
+    """Trace ``fn`` (a function of tensors) and run it as fused kernels; see the module doc.
+
+    Args:
+        fn: a Python function of tensors (numbers, strings and lists/tuples/dicts of them too)
+            returning a tensor or a tuple/list of tensors.
+
+    Returns:
+        A :class:`JitFunction`: call it as ``fn``; ``stats()`` and ``explain()`` describe it.
+
+    Raises:
+        TypeError: ``fn`` is not callable. At call time, :class:`TraceError` for code a trace
+            cannot hold (see the module doc).
+
+    Example:
+        >>> loss = nx.jit(lambda x, w: nx.mean(nx.tanh(x * w) ** 2))
+        >>> w = nx.randn(8, requires_grad=True)
+        >>> loss(nx.randn(8), w).backward()   # w.grad from the fused backward
+    """
     if not callable(fn):
         raise TypeError(f"nx.jit expects a callable, got {type(fn).__name__}")
     return JitFunction(fn)

@@ -169,10 +169,15 @@ def test_what_cannot_be_guarded_raises_naming_the_line():
     assert np.asarray(nx.ones(2)).tolist() == [1.0, 1.0]  # everything is restored after a failure
 
 
-def test_captured_tensors_that_require_grad_are_refused():
+def test_captured_tensors_that_require_grad_get_their_gradients():
     w = nx.ones(2, requires_grad=True)
-    with pytest.raises(ValueError, match="no_grad"):
-        nx.jit(lambda t: t * w)(nx.ones(2))
+    out = nx.jit(lambda t: t * w)(nx.ones(2) * 3.0)  # not a scalar loss: it runs eagerly
+    assert out.requires_grad
+    nx.sum(out).backward()
+    assert w.grad.tolist() == [3.0, 3.0]
+    w.grad = None
+    nx.jit(lambda t: nx.sum(t * w))(nx.ones(2) * 3.0).backward()  # a loss: the graph's backward
+    assert w.grad.tolist() == [3.0, 3.0]
 
 
 def test_random_ops_draw_new_numbers_on_every_call():
