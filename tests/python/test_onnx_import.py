@@ -198,6 +198,9 @@ def test_repeated_calls_with_one_array_are_checked_like_the_first(exported):
     first, again = m.run(x1), m.run(x2)
     np.testing.assert_array_equal(m.run(x1), first)
     np.testing.assert_array_equal(m.run({"x": x2}), again)
+    np.testing.assert_array_equal(m.run({"x": x2}), again)  # a dict of the last shape: fast too
+    with pytest.raises(ValueError, match=r"unknown input\(s\) \['y'\]"):
+        m.run({"y": x2})
     with pytest.raises(TypeError, match="must be float32, got float64"):
         m.run(x1.astype(np.float64))
     with pytest.raises(ValueError, match=r"must have shape \('batch', 784\)"):
