@@ -67,8 +67,12 @@ void bind_comm(py::module_& root) {
             }
             check_out(*out, py::dtype::of<uint8_t>(), c.max_encoded_bytes(n), str(c.spec(), "\").encode"));
             auto* dst = reinterpret_cast<std::byte*>(out->mutable_data());
-            py::gil_scoped_release nogil;
-            return py::int_(c.encode(x.data(), n, dst));
+            size_t written = 0;
+            {
+              py::gil_scoped_release nogil;
+              written = c.encode(x.data(), n, dst);
+            }
+            return py::int_(written);  // a Python object: made with the GIL held
           },
           py::arg("x"), py::arg("out") = py::none(),
           "Encodes float32 x: into new bytes, or into `out` (uint8) returning the bytes written")

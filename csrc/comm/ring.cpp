@@ -88,6 +88,13 @@ std::byte* scratch(int which, size_t bytes) {
   return b.data();
 }
 
+// What every entry point checks of the options against its buffer of n elements.
+void check_buffer_options(const AllReduceOptions& o, size_t n, const char* name) {
+  NX_CHECK(!o.residual || o.residual->size() == n, name, ": the Residual has ", o.residual ? o.residual->size() : 0,
+           " elements but the buffer has ", n, "; keep one Residual per parameter buffer");
+  NX_CHECK(o.segment_bytes > 0, name, ": segment_bytes must be > 0");
+}
+
 // Chunk c of n elements cut into N: sizes differ by at most one, the larger ones first.
 RingChunk chunk_span(size_t n, int N, int c) {
   return {n / N * c + std::min<size_t>(c, n % N), n / N + (size_t(c) < n % N ? 1 : 0)};
@@ -336,9 +343,7 @@ AllReduceStats ring_allreduce(Transport& t, float* data, size_t n, const AllRedu
   const auto codec = o.codec ? o.codec : make_none_codec();
   NX_CHECK(!is_extremum(o.op) || codec->lossless(), "all_reduce: op \"", reduce_op_name(o.op),
            "\" takes codec \"none\", got \"", codec->spec(), "\": a lossy codec would change which value wins");
-  NX_CHECK(!o.residual || o.residual->size() == n, "all_reduce: the Residual has ", o.residual ? o.residual->size() : 0,
-           " elements but the buffer has ", n, "; keep one Residual per parameter buffer");
-  NX_CHECK(o.segment_bytes > 0, "all_reduce: segment_bytes must be > 0");
+  check_buffer_options(o, n, "all_reduce");
   if (codec->topk_ratio() > 0) return sparse_allreduce(t, data, n, o, codec->topk_ratio());
   Wire<float> wire{*codec, o.residual, o.op, {}, {}};
   return run(t, data, n, o, wire);
@@ -362,9 +367,7 @@ namespace {
 AllReduceStats phase(Transport& t, void* data, DType dtype, size_t n, const AllReduceOptions& o, Phases which) {
   const char* name = which == Phases::reduce_scatter ? "reduce_scatter" : "all_gather";
   NX_CHECK(o.op == ReduceOp::Sum, name, ": op must be \"sum\", got \"", reduce_op_name(o.op), "\"");
-  NX_CHECK(!o.residual || o.residual->size() == n, name, ": the Residual has ", o.residual ? o.residual->size() : 0,
-           " elements but the buffer has ", n);
-  NX_CHECK(o.segment_bytes > 0, name, ": segment_bytes must be > 0");
+  check_buffer_options(o, n, name);
   const auto codec = o.codec ? o.codec : make_none_codec();
   NX_CHECK(codec->topk_ratio() == 0, name, ": codec \"", codec->spec(),
            "\" reduces by all-gather, not in ring phases; use ring_allreduce");

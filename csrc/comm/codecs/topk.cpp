@@ -36,11 +36,7 @@ class TopKCodec final : public Codec {
              " elements is too long for 32-bit indices; use a smaller segment size");
     const size_t kk = k(n);
     if (kk == 0) return 0;
-    // (key, ~index) in one integer orders as the selection does: larger key first, then lower
-    // index; and no two are equal. The k chosen are those at or above the k-th largest, which
-    // nth_element finds in a copy; a pass over the candidates (in index order) then picks them
-    // in the order they are sent, with no sort.
-    // The k chosen: every candidate whose key is above the k-th largest key, then those equal
+    // The candidates are (key, ~index) entries in index order. The k chosen: every candidate whose key is above the k-th largest key, then those equal
     // to it, lowest index first, as many as are still wanted. nth_element finds that key in a
     // copy; one pass over the candidates (in index order) picks them in the order they are sent.
     Scratch& s = scratch();
@@ -99,15 +95,15 @@ class TopKCodec final : public Codec {
     // positions, at most 16384. The threshold is the sample's key at the rank where the wanted
     // share, plus three standard deviations, lies above it.
     constexpr size_t kRun = 16;
-    const size_t runs = std::min<size_t>(1024, n / (32 * kRun)), kSample = runs * kRun;
+    const size_t runs = std::min<size_t>(1024, n / (32 * kRun)), samples = runs * kRun;
     if (runs < 64 || kk * 8 > n) return collect(x, n, 0, s);  // small or dense: everything
-    s.sample.resize(kSample);
+    s.sample.resize(samples);
     for (size_t r = 0; r < runs; ++r)
       for (size_t j = 0; j < kRun; ++j) s.sample[r * kRun + j] = key(x[r * (n / runs) + j]);
-    const double share = double(kk) / double(n) * kSample;
+    const double share = double(kk) / double(n) * samples;
     for (size_t rank = size_t(share + 3 * std::sqrt(share) + 4);; rank *= 2) {
       uint32_t t = 0;
-      if (rank < kSample) {
+      if (rank < samples) {
         std::nth_element(s.sample.begin(), s.sample.begin() + ptrdiff_t(rank), s.sample.end(), std::greater<>());
         t = s.sample[rank];
       }

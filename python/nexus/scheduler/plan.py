@@ -93,23 +93,19 @@ class Compression:
         why = (f"slowest link {min(links) / 1e9:.2f} GB/s {'<' if slow else '>='} "
                f"{below_gbps:g} GB/s") if links else "no links"
         codec = AUTO_CODEC if slow else "none"
-        if slow and costed and compute_seconds is not None:
-            steps = {c: 1.0 for c in AUTO_CODECS} | (AUTO_SPARSE_CODECS if not hierarchical else {})
-            options = {c: k * (compute_seconds + seconds(c)) for c, k in steps.items() if c in codec_costs}
+        if slow and costed:
+            # without the compute time, the reduction alone; with it, a step's worth of training
+            compute = compute_seconds or 0.0
+            steps = {c: 1.0 for c in AUTO_CODECS}
+            if compute_seconds is not None and not hierarchical:
+                steps |= AUTO_SPARSE_CODECS
+            options = {c: k * (compute + seconds(c)) for c, k in steps.items() if c in codec_costs}
             best = min(options, key=options.get)
-            plain = compute_seconds + seconds("none")
-            gain = (f"{options[best] * 1e3:.3g} ms vs {plain * 1e3:.3g} ms uncompressed per step's worth "
-                    f"of training ({steps[best]:g} steps of {compute_seconds * 1e3:.3g} ms compute + "
-                    f"{seconds(best) * 1e3:.3g} ms reduction)")
-            if options[best] <= (1 - AUTO_MIN_GAIN) * plain:
-                codec, why = best, f"{why}; {best}: {gain}"
-            else:
-                codec, why = "none", f"{why}, but the best codec ({best}) would not pay: {gain}"
-        elif slow and costed:
-            options = {c: seconds(c) for c in AUTO_CODECS if c in codec_costs}
-            best = min(options, key=options.get)
-            plain = seconds("none")
-            gain = f"{options[best] * 1e3:.3g} ms vs {plain * 1e3:.3g} ms uncompressed per reduction"
+            plain = compute + seconds("none")
+            gain = f"{options[best] * 1e3:.3g} ms vs {plain * 1e3:.3g} ms uncompressed per " + (
+                "reduction" if compute_seconds is None else
+                f"step's worth of training ({steps[best]:g} steps of {compute * 1e3:.3g} ms compute + "
+                f"{seconds(best) * 1e3:.3g} ms reduction)")
             if options[best] <= (1 - AUTO_MIN_GAIN) * plain:
                 codec, why = best, f"{why}; {best}: {gain}"
             else:
