@@ -55,7 +55,7 @@ from common import print_run_notes, table, threads  # noqa: E402
 
 MODES = ("equal", "static", "adaptive")
 SPEEDUP_BAR, EFFICIENCY_BAR, ACCURACY_BAR = 1.25, 0.90, 1.0
-FEATURES, CLASSES = 256, 10
+CLASSES = 10
 LEGEND = """\
 samples/s: all samples / seconds in train steps, first epoch (and the adaptive run's
 rebalancing) included. ideal: the sum of the ranks' rates over those steps. epochs 2+: epoch
@@ -73,17 +73,21 @@ def med(values):
 
 
 def mlp(features, hidden):
+    """MLP features-hidden...-CLASSES (``hidden``: one width or a list of widths)."""
     from nexus import GraphBuilder, Shape
 
     g = GraphBuilder(seed=0)
-    g.input("features", Shape(32, features)).dense(hidden, "relu").dense(CLASSES, "softmax")
+    g.input("features", Shape(32, features))
+    for width in [hidden] if isinstance(hidden, int) else hidden:
+        g.dense(width, "relu")
+    g.dense(CLASSES, "softmax")
     return g
 
 
-def synthetic(samples, tests):
+def synthetic(samples, tests, features):
     rng = np.random.default_rng(0)
-    teacher = rng.standard_normal((FEATURES, CLASSES)).astype(np.float32)
-    x = rng.standard_normal((samples + tests, FEATURES)).astype(np.float32)
+    teacher = rng.standard_normal((features, CLASSES)).astype(np.float32)
+    x = rng.standard_normal((samples + tests, features)).astype(np.float32)
     y = np.argmax(x @ teacher, axis=1)
     return x[:samples], y[:samples], x[samples:], y[samples:]
 
@@ -147,7 +151,7 @@ def train_mode(args, data, mode, log_dir):
     log = os.path.join(log_dir, f"{mode}.jsonl") if dist.rank() == 0 else None
     if log is not None and os.path.exists(log):
         os.remove(log)
-    s = Scheduler.with_graph(mlp(FEATURES, args.hidden), ClusterConfig.auto(),
+    s = Scheduler.with_graph(mlp(args.features, args.hidden), ClusterConfig.auto(),
                              optimizer=nx.optim.Adam(lr=5e-3))
     r = s.train(data, Epochs(args.epochs), BatchSize(args.batch), balance=mode,
                 rebalance_every=args.rebalance_every, log_file=log, verbose=False)
@@ -165,12 +169,14 @@ def train_mode(args, data, mode, log_dir):
                 plan_shares=list(r.plan.split), probe=list(r.plan.probe_rates),
                 rebalances=len(r.rebalances), accuracy=r.accuracy, steps=r.steps,
                 step_ms=1e3 * r.seconds / r.steps, steady=steady,
+                breakdown={k: med([b[k] for b in r.breakdown]) for k in r.breakdown[0]},
+                ranks=[[round(v, 1) for v in b.values()] for b in r.breakdown],
                 compute=compute, fresh_ms=fresh_ms)
 
 
 def balance_runs(args, log_dir):
     """{mode: [result per repeat]}, modes alternating and their order rotating per repeat."""
-    x, y, xt, yt = synthetic(args.samples, args.samples // 8)
+    x, y, xt, yt = synthetic(args.samples, args.samples // 8, args.features)
     runs = {m: [] for m in MODES}
     for rep in range(args.repeats):
         for mode in MODES[rep % 3:] + MODES[:rep % 3]:
@@ -189,6 +195,8 @@ def balance_rows(runs):
         rows.append([mode, f"{med([r['sps'] for r in rs]):,.0f}",
                      f"{med([r['ideal'] for r in rs]):,.0f}", f"{med([r['eff'] for r in rs]):.3f}",
                      f"{ratio:.3f}x", f"{steady:.3f}x", f"{med([r['step_ms'] for r in rs]):.1f}",
+                     " / ".join(f"{med([r['breakdown'][k] for r in rs]):.1f}"
+                                for k in ("compute", "reduction", "waiting", "overhead")),
                      f"{med([r['compute'] for r in rs]):.0%}",
                      f"{med([r['fresh_ms'] for r in rs]):+.0f}",
                      f"{med([r['rebalances'] for r in rs]):g}", str(last["shares"]),
@@ -204,7 +212,7 @@ def repeat_rows(runs):
             rows.append([rep + 1, mode, f"{r['sps']:,.0f}", f"{r['ideal']:,.0f}",
                          f"{r['eff']:.3f}", f"{r['sps'] / runs['equal'][rep]['sps']:.3f}x",
                          f"{r['steady']:,.0f}", str([round(p) for p in r["probe"]]),
-                         str(r["plan_shares"]), str(r["shares"]), r["rebalances"]])
+                         str(r["plan_shares"]), str(r["shares"]), r["rebalances"], str(r["ranks"])])
     return rows
 
 
@@ -288,19 +296,20 @@ def child(args) -> int:
           f"{os.cpu_count()} CPUs")
     print_run_notes(notes + [f"rank cores: {', '.join(f'r{r} {a}' for r, a in enumerate(affinity))}"
                              " (taskset), one thread each",
-                             f"synthetic: {args.samples} x {FEATURES} float32, MLP {FEATURES}-"
-                             f"{args.hidden}-{CLASSES}, Adam 5e-3, batch {args.batch}, "
+                             f"synthetic: {args.samples} x {args.features} float32, MLP {args.features}-"
+                             f"{'-'.join(map(str, args.hidden))}-{CLASSES}, Adam 5e-3, batch {args.batch}, "
                              f"{args.epochs} epochs, rebalance every {args.rebalance_every} steps; "
                              f"{args.repeats} repeats, modes alternating; medians"] + cores)
     table(balance_rows(runs), ["balance", "samples/s", "ideal", "efficiency", "vs equal",
-                               "vs equal, epochs 2+", "ms / step", "busy",
+                               "vs equal, epochs 2+", "ms / step",
+                               "compute / reduction / waiting / overhead ms", "busy",
                                "new-shares step, extra ms", "rebalances",
                                "final shares", "test acc"])
     print()
     print(LEGEND)
     table(repeat_rows(runs), ["repeat", "balance", "samples/s", "ideal", "efficiency",
                               "vs equal", "epochs 2+ samples/s", "probe rates", "plan shares",
-                              "final shares", "rebalances"])
+                              "final shares", "rebalances", "per rank: compute, reduction, waiting, overhead ms"])
     print()
     table(digits_rows(digits, args.digits_epochs),
           ["compression", "codec chosen", "epochs", "last epoch loss", "test accuracy %",
@@ -322,7 +331,9 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=6, help="synthetic epochs per run")
     ap.add_argument("--batch", type=int, default=16384, help="synthetic global batch")
     ap.add_argument("--samples", type=int, default=65536, help="synthetic training samples")
-    ap.add_argument("--hidden", type=int, default=1024, help="synthetic MLP hidden width")
+    ap.add_argument("--features", type=int, default=256, help="synthetic input features")
+    ap.add_argument("--hidden", type=lambda v: [int(w) for w in v.split(",")], default=[1024],
+                    help="synthetic MLP hidden widths, comma-separated")
     ap.add_argument("--repeats", type=int, default=5, help="runs of each balance mode")
     ap.add_argument("--rebalance-every", type=int, default=10,
                     help="adaptive: steps between rebalancing decisions (Scheduler's default)")
@@ -341,7 +352,8 @@ def main() -> int:
     env = {**os.environ, "NEXUS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
            "PYTHONUNBUFFERED": "1"}
     program = [sys.executable, os.path.abspath(__file__), "--child",
-               *(f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
+               *(f"--{k.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, list) else v}"
+                 for k, v in vars(args).items()
                  if k not in ("child", "timeout"))]
     cmd = [launcher, "-n", "1", "taskset", "-c", str(cpus[0]), *program,
            ":", "-n", "2", "taskset", "-c", str(cpus[1]), *program]

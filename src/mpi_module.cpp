@@ -68,7 +68,12 @@ PYBIND11_MODULE(_C_mpi, m) {
       .def_property_readonly("num_buckets", &DataParallelReducer::num_buckets)
       .def_property_readonly("last_samples", &DataParallelReducer::last_samples)
       .def_property_readonly("busy_seconds", &DataParallelReducer::busy_seconds)
-      .def_property_readonly("last_stats", &DataParallelReducer::last_stats);
+      .def_property_readonly("cpu_seconds", &DataParallelReducer::cpu_seconds)
+      .def_property_readonly("last_stats", &DataParallelReducer::last_stats)
+      .def_property_readonly("last_phases", [](const DataParallelReducer& r) {
+        const auto& p = r.last_phases();
+        return py::make_tuple(p.backward, p.reduction, p.counts);
+      });
 
   // One hierarchical reduction of one buffer (HierarchicalReducer, one bucket): what
   // DataParallel does with groups, on its own for benchmarks/allreduce.py and the MPI tests.

@@ -1,10 +1,19 @@
 #include "comm/data_parallel.h"
 
+#include <cstddef>
+#include <ctime>
+
 #include "base/error.h"
 
 namespace nexus::comm {
 
 namespace {
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
 
 template <class T> void scale(const Tensor& g, double factor) {
   T* p = g.data<T>();
@@ -20,7 +29,8 @@ DataParallelReducer::DataParallelReducer(Transport& world, const std::vector<Ten
       opts_(std::move(opts)),
       buckets_(params, opts_.bucket_bytes, opts_.codec),
       overlap_(opts_.overlap),
-      busy_(size_t(world.size()), 0.0) {
+      busy_(size_t(world.size()), 0.0),
+      cpu_(size_t(world.size()), 0.0) {
   NX_CHECK(group || !cross, "DataParallelReducer: a cross-group ring needs the group's transport");
   if (group)
     hier_ = std::make_unique<HierarchicalReducer>(*group, cross, opts_.sharded, params, opts_.bucket_bytes,
@@ -44,6 +54,7 @@ void DataParallelReducer::sum_counts(std::vector<double>& counts) {
 void DataParallelReducer::begin(int64_t samples) {
   NX_CHECK(samples >= 0, "DataParallel: a step of ", samples, " samples");
   start_ = Clock::now();
+  start_cpu_ = process_cpu_seconds();
   samples_ = samples;
   pending_.reset();  // a step that failed before finish() left its worker: stop it
   if (!overlap_) return;
@@ -70,18 +81,29 @@ void DataParallelReducer::on_grad_ready(size_t param, const Tensor& grad) {
 }
 
 double DataParallelReducer::finish(const std::vector<Tensor>& grads, double loss) {
-  const double busy = std::chrono::duration<double>(Clock::now() - synced_.value_or(start_)).count();
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  const Clock::time_point entered = Clock::now();
+  const double busy = seconds(synced_.value_or(start_), entered);
+  const double cpu = process_cpu_seconds() - (synced_cpu_ >= 0 ? synced_cpu_ : start_cpu_);
+  phases_.backward = seconds(start_, entered);
   if (pending_) {
     stats_ = pending_->finish(grads);  // the buckets backward did not already hand over
     pending_.reset();
   }
-  std::vector<double> counts(2 + busy_.size(), 0.0);
+  const size_t n = busy_.size(), me = size_t(world_.rank());
+  std::vector<double> counts(2 + 2 * n, 0.0);  // samples, samples x loss, busy per rank, CPU per rank
   counts[0] = double(samples_);
   counts[1] = double(samples_) * loss;
-  counts[2 + size_t(world_.rank())] = busy;
+  counts[2 + me] = busy;
+  counts[2 + n + me] = cpu;
+  const Clock::time_point counting = Clock::now();
   sum_counts(counts);
+  const Clock::time_point counted = Clock::now();
   const double total = counts[0];
-  busy_.assign(counts.begin() + 2, counts.end());
+  busy_.assign(counts.begin() + 2, counts.begin() + 2 + std::ptrdiff_t(n));
+  cpu_.assign(counts.begin() + 2 + std::ptrdiff_t(n), counts.end());
   NX_CHECK(total > 0, "DataParallel.train_step: no rank has any samples in this step");
   const double share = double(samples_) / total;
   if (overlap_) {
@@ -95,6 +117,9 @@ double DataParallelReducer::finish(const std::vector<Tensor>& grads, double loss
     stats_ = buckets_.reduce(world_, grads, share, 1.0, ring_options());
   }
   synced_ = Clock::now();
+  synced_cpu_ = process_cpu_seconds();
+  phases_.counts = seconds(counting, counted);
+  phases_.reduction = seconds(entered, *synced_) - phases_.counts;
   last_samples_ = int64_t(total);
   return counts[1] / total;
 }

@@ -17,7 +17,9 @@
 // Busy seconds: the time from the previous step's reduction (the last moment the ranks were
 // together) to the end of this step's backward, so it holds the update, the caller's loop, the
 // data, forward and backward, and, on a rank that shares its core, the time the core spent on
-// the other rank; not the wait for the others. Every rank gets every rank's.
+// the other rank; not the wait for the others. Every rank gets every rank's, and the process
+// CPU seconds over the same span (on a shared core, busy minus CPU is the time the other rank
+// had the core: how the scheduler tells a slow rank from a crowded one).
 #pragma once
 
 #include <chrono>
@@ -60,7 +62,15 @@ class DataParallelReducer final : public engine::GradReducer {
   // and seconds of the gradient reduction.
   int64_t last_samples() const { return last_samples_; }
   const std::vector<double>& busy_seconds() const { return busy_; }
+  const std::vector<double>& cpu_seconds() const { return cpu_; }
   const AllReduceStats& last_stats() const { return stats_; }
+  // This rank's seconds in the last step: forward and backward (begin to finish), the gradient
+  // reduction's tail after backward (the buckets it had not finished, and waiting for slower
+  // ranks), and the exchange of the step's counts.
+  struct Phases {
+    double backward = 0, reduction = 0, counts = 0;
+  };
+  const Phases& last_phases() const { return phases_; }
 
  private:
   AllReduceOptions ring_options() const;
@@ -76,10 +86,12 @@ class DataParallelReducer final : public engine::GradReducer {
   std::optional<double> guess_;                // the previous step's global sample count
   std::optional<Clock::time_point> synced_;    // when the last reduction ended
   Clock::time_point start_;
-  int64_t samples_ = 0;  // this rank's, this step
+  double synced_cpu_ = -1, start_cpu_ = 0;  // the process's CPU seconds then (-1: no step yet)
+  int64_t samples_ = 0;                     // this rank's, this step
   int64_t last_samples_ = 0;
-  std::vector<double> busy_;
+  std::vector<double> busy_, cpu_;
   AllReduceStats stats_;
+  Phases phases_;
 };
 
 }  // namespace nexus::comm

@@ -41,6 +41,12 @@ def test_adaptive_split_is_agreed_by_every_rank_and_trains(job):
     assert all(r["identical"] for r in rows)  # weights equal on every rank after training
     assert rows[0]["accuracy"] > 0.5  # it learned (chance is 0.1); accuracy is checked below
     assert rows[0]["history"] == 5
+    for row in rows:  # every rank's step time, booked to compute, reduction, waiting, overhead
+        assert len(row["breakdown"]) == N
+        mine = row["breakdown"][row["rank"]]
+        assert list(mine) == ["compute", "reduction", "waiting", "overhead"]
+        assert min(mine.values()) >= 0 and mine["compute"] > 0 and mine["reduction"] > 0
+        assert sum(mine.values()) == pytest.approx(row["step_ms"], rel=1e-6)
 
 
 def test_adaptive_balance_corrects_an_equal_first_split(job):

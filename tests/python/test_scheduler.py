@@ -15,7 +15,7 @@ import nexus as nx
 from nexus import BatchSize, ClusterConfig, DeviceType, Epochs, GraphBuilder, Scheduler, Shape
 from nexus import _toml
 from nexus.cli import main as cli
-from nexus.scheduler.balance import AdaptiveBalancer, RunMeter
+from nexus.scheduler.balance import PHASES, AdaptiveBalancer, Readings, RunMeter, StepTimes
 from nexus.scheduler.plan import Compression, Plan, Rebalance
 from nexus.scheduler.profile import Gpu, Profile
 from nexus.scheduler.run_config import build_graph, model_spec
@@ -147,6 +147,76 @@ def test_a_move_that_makes_the_step_slower_is_rolled_back_and_not_retried_at_onc
     assert b2.propose(change[0]) is None
 
 
+def shared_core_step(shares, rng, fixed=2.0, per_sample=0.06):
+    """One step's busy and CPU seconds on a 3-rank job: rank 0 alone on a core, ranks 1 and 2
+    on the other, taking it in turns longer than a step (rank 1 first four times in five): the
+    first computes alone, the second waits for it. Each rank's work is fixed + per-sample ms."""
+    work = [(fixed + per_sample * s) * rng.uniform(0.97, 1.03) / 1e3 for s in shares]
+    first, second = (1, 2) if rng.uniform() < 0.8 else (2, 1)
+    busy = list(work)
+    busy[second] = work[1] + work[2]
+    return busy, work
+
+
+@pytest.mark.parametrize("start", [[192, 96, 96], [192, 80, 112], [128, 128, 128]])
+def test_ranks_sharing_a_core_are_measured_at_their_shared_speed_and_the_split_converges(start):
+    # The split that makes both cores take equal time: fixed + 0.06 s0 = 2 fixed + 0.06 (384 - s0).
+    best = (2.0 + 0.06 * 384) / (2 * 0.06)
+    rng = np.random.default_rng(0)
+    b = AdaptiveBalancer([2.0, 1.0, 1.0], every=5, sharing=[0, 1, 1])
+    shares = list(start)
+    for _ in range(600):
+        busy, cpu = shared_core_step(shares, rng)
+        b.observe(shares, busy, cpu)
+        if (change := b.propose(shares)) is not None:
+            shares = change[0]
+    assert abs(shares[0] - best) <= 0.05 * best and abs(shares[1] - shares[2]) <= 2
+    # Without the sharing labels the same readings make the rank that ran first look faster
+    # than its twin, and the two together faster than their core.
+    rng = np.random.default_rng(0)
+    blind = AdaptiveBalancer([2.0, 1.0, 1.0], every=5)
+    for _ in range(50):
+        busy, cpu = shared_core_step([192, 96, 96], rng)
+        blind.observe([192, 96, 96], busy, cpu)
+        blind.propose([192, 96, 96])
+    core = 192 / (2 * (2.0 + 0.06 * 96) / 1e3)  # samples/s of the shared core
+    assert blind.rates[1] > 1.15 * blind.rates[2] and blind.rates[1] + blind.rates[2] > 1.2 * core
+    shared = [s / (2 * (2.0 + 0.06 * s) / 1e3) for s in shares[1:]]  # each at half the core
+    assert b.rates[1:] == pytest.approx(shared, rel=0.05)
+
+
+def readings(sharing, *steps):
+    r = Readings(len(steps[0][0]), sharing)
+    for shares, busy, cpu in steps:
+        r.add(shares, busy, cpu)
+    return r.rates()
+
+
+def test_readings_take_ranks_that_share_cores_at_their_groups_contention():
+    # Ranks 1 and 2 share a core, in turns (step 1: rank 1 first; step 2: rank 2 first) or at
+    # once (step 3: halves until rank 1 is done). Each of them got half the core's time while
+    # both computed: its samples over its CPU seconds, halved.
+    rates = readings([0, 1, 1], ([200, 80, 120], [1.0, 0.4, 1.0], [1.0, 0.4, 0.6]),
+                     ([200, 80, 120], [1.0, 1.0, 0.6], [1.0, 0.4, 0.6]),
+                     ([200, 80, 120], [1.0, 0.8, 1.0], [1.0, 0.4, 0.6]))
+    assert rates == pytest.approx([200.0, 100.0, 100.0])
+    # Three ranks free to run on two cores: each had two thirds of a core.
+    assert readings([0, 0, 0], ([10, 10, 20], [1.0, 1.0, 1.0], [0.5, 0.5, 1.0])) == \
+        pytest.approx([10 / 0.5 * 2 / 3, 10 / 0.5 * 2 / 3, 20 / 1.0 * 2 / 3])
+    assert readings([0, 0], ([5, 0], [1.0, 1.0], [1.0, 1.0])) == [5.0, 0.0]  # no samples, no rate
+    assert readings(None, ([5, 5], [1.0, 0.5], None)) == [5.0, 10.0]  # busy time alone
+    assert readings([0, 0], ([5, 5], [1.0, 0.5], None)) == [5.0, 10.0]  # no CPU readings
+
+
+def test_step_times_book_the_call_the_reduction_the_wait_and_the_loop():
+    t = StepTimes()
+    t.add({"call": 0.010, "backward": 0.005, "reduction": 0.003, "counts": 0.001}, [0.006, 0.008], 0, 0.011)
+    t.add({"call": 0.010, "backward": 0.005, "reduction": 0.001, "counts": 0.001}, [0.009, 0.008], 0, 0.010)
+    ms = {k: round(v * 1e3, 6) for k, v in t.per_step().items()}
+    assert ms == {"compute": 7.0, "reduction": 2.0, "waiting": 1.0, "overhead": 0.5}
+    assert tuple(ms) == PHASES and StepTimes().per_step() == dict.fromkeys(PHASES, 0.0)
+
+
 def test_balancer_decides_only_every_k_steps_and_keeps_every_rank_measured():
     b = AdaptiveBalancer([1.0, 1.0], every=3, smoothing=1.0)
     for decision in range(2):
@@ -241,6 +311,9 @@ def test_train_as_a_world_of_one_reports_what_it_did(tmp_path):
     assert 0 < r.samples_per_second <= r.ideal_samples_per_second
     assert "% of the ranks' summed rate" in r.summary()
     assert r.plan.profiles[0].gemm_flops > 0 and r.plan.lr_scale == 1.0
+    [times] = r.breakdown  # one rank: its compute, reduction (none), waiting (none), overhead
+    assert tuple(times) == PHASES and times["reduction"] == times["waiting"] == 0.0
+    assert sum(times.values()) == pytest.approx(1e3 * r.seconds / r.steps, rel=1e-6)
     events = [json.loads(line)["event"]
               for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert events[0] == "plan" and events.count("epoch") == 3 and events[-1] == "done"

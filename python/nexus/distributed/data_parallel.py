@@ -26,7 +26,10 @@ busy seconds into ``last_busy_seconds``: the time from the previous step's reduc
 moment the ranks were together) to the end of this step's backward, so it holds the update, the
 caller's loop, the data, forward and backward, and on a rank that shares its core, the time the
 core spent on the other rank, but not the wait for the others. The scheduler's rebalancing reads
-them. ``lr_scale`` multiplies the optimizer's learning rate (the scheduler's scaling rule).
+them, with ``last_cpu_seconds``: every rank's process CPU seconds over the same span (busy minus
+CPU is the time a rank waited for its core). ``last_phases`` holds this rank's seconds in the
+call, forward+backward, the reduction after backward and the counts' exchange. ``lr_scale``
+multiplies the optimizer's learning rate (the scheduler's scaling rule).
 """
 
 from __future__ import annotations
@@ -83,7 +86,11 @@ class DataParallel:
                 _world.broadcast(t, root=root)
         self.last_samples = 0  # samples of all ranks in the last step
         self.last_busy_seconds = np.zeros(w.size)  # every rank's work in the last step
-        self._synced = None  # when the last step ended (a world of one)
+        self.last_cpu_seconds = np.zeros(w.size)  # every rank's CPU time over its busy seconds
+        # this rank's seconds in the last step: the whole call, forward+backward, the
+        # reduction after backward (its tail and the wait for slower ranks), the counts' exchange
+        self.last_phases = {"call": 0.0, "backward": 0.0, "reduction": 0.0, "counts": 0.0}
+        self._synced = None  # when the last step ended, and the CPU time then (a world of one)
 
     @property
     def num_buckets(self) -> int:
@@ -97,17 +104,24 @@ class DataParallel:
         m = self.model
         if self._reducer is None:
             self.last_samples = len(y)
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             loss = m.train_step(x, y, lr_scale=self.lr_scale)
-            now = time.perf_counter()
-            self.last_busy_seconds = np.array([now - (self._synced or start)])
-            self._synced = now
+            now, cpu_now = time.perf_counter(), time.process_time()
+            self.last_phases = {"call": now - start, "backward": now - start, "reduction": 0.0, "counts": 0.0}
+            synced, synced_cpu = self._synced or (start, cpu)
+            self.last_busy_seconds = np.array([now - synced])
+            self.last_cpu_seconds = np.array([cpu_now - synced_cpu])
+            self._synced = now, cpu_now
             return loss
         # A rank with no rows still joins the step (with zero gradients).
+        start = time.perf_counter()
         loss = m.train_step(x, y, reducer=self._reducer, lr_scale=self.lr_scale)
+        call = time.perf_counter() - start
         r = self._reducer
+        self.last_phases = dict(zip(("backward", "reduction", "counts"), r.last_phases), call=call)
         self.last_samples = r.last_samples
         self.last_busy_seconds = np.array(r.busy_seconds)
+        self.last_cpu_seconds = np.array(r.cpu_seconds)
         _world.record_stats(r.last_stats)
         return loss
 

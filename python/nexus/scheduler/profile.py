@@ -92,8 +92,10 @@ class Profile:
     gpu: Gpu | None = None
     link_latency_s: float = 0.0
     link_bandwidth: float = float("inf")
+    cpus: tuple[int, ...] = ()  # the CPU ids this process may run on (empty: unknown)
 
     def __post_init__(self):
+        object.__setattr__(self, "cpus", tuple(int(c) for c in self.cpus))
         if self.rank < 0:
             raise ValueError(f"Profile: rank must be >= 0, got {self.rank}")
         if self.device not in DEVICE_KINDS:
@@ -260,16 +262,45 @@ def profile_rank() -> Profile:
     total, free = host_memory()
     latency, bandwidth = measure_ring_links()
     try:
-        cores = len(os.sched_getaffinity(0))
+        cpus = tuple(sorted(os.sched_getaffinity(0)))
     except AttributeError:
-        cores = os.cpu_count() or 1
+        cpus = ()
+    cores = len(cpus) or os.cpu_count() or 1
     return Profile(
         rank=dist.rank(), host=socket.gethostname(), device="gpu" if gpu else "cpu",
         device_name=gpu.name if gpu else cpu_model(), cores=cores,
         threads=_C.get_num_threads(), gemm_flops=measure_gemm_flops(device=device),
         memory_total=gpu.memory_total if gpu else total,
         memory_free=gpu.memory_free if gpu else free, gpu=gpu, link_latency_s=latency,
-        link_bandwidth=bandwidth)
+        link_bandwidth=bandwidth, cpus=cpus)
+
+
+def sharing_groups(profiles: list[Profile]) -> list[int]:
+    """A label per rank (the lowest rank of its group): ranks on one host whose CPU sets
+    overlap, directly or through another rank, compete for the same cores and share a label;
+    a rank whose CPU set is unknown is alone. The scheduler measures such ranks' speed at the
+    contention they meet together, not each alone (see ``balance.Readings``).
+
+        >>> p = [Profile(rank=r, host="n1", device="cpu", device_name="x", cores=1, threads=1,
+        ...              gemm_flops=1e9, memory_total=0, memory_free=0, cpus=c)
+        ...      for r, c in enumerate([(0,), (1,), (1,)])]
+        >>> sharing_groups(p)
+        [0, 1, 1]
+    """
+    label = list(range(len(profiles)))
+
+    def root(r):
+        while label[r] != r:
+            r = label[r]
+        return r
+
+    for a, pa in enumerate(profiles):
+        for b in range(a + 1, len(profiles)):
+            pb = profiles[b]
+            if pa.host == pb.host and set(pa.cpus) & set(pb.cpus):
+                ra, rb = root(a), root(b)
+                label[max(ra, rb)] = min(ra, rb)
+    return [root(r) for r in range(len(profiles))]
 
 
 def gather_profiles(mine: Profile) -> list[Profile]:

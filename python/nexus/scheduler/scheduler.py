@@ -30,10 +30,10 @@ import numpy as np
 
 from ..graph import GraphBuilder
 from ..model import check_samples
-from .balance import AdaptiveBalancer, RunMeter
+from .balance import PHASES, AdaptiveBalancer, RunMeter, StepTimes
 from .cluster import ClusterConfig
 from .plan import AUTO_CODECS, AUTO_SPARSE_CODECS, BALANCES, Compression, Plan, Rebalance, lr_scale, measure_codec_costs
-from .profile import gather_profiles, profile_rank, rank_device
+from .profile import gather_profiles, profile_rank, rank_device, sharing_groups
 from .split import Split
 
 MEMORY_FRACTION = 0.5  # of a rank's free memory its activations may take
@@ -78,6 +78,9 @@ class Report:
     # train steps (samples / busy seconds): never below samples_per_second (balance.RunMeter)
     steps: int = 0
     seconds: float = 0.0
+    # per rank, the mean milliseconds per step of compute, reduction, waiting and overhead
+    # (balance.StepTimes)
+    breakdown: list[dict] = field(default_factory=list)
 
     def summary(self) -> str:
         acc = "n/a" if self.accuracy is None else f"{self.accuracy:.4f}"
@@ -268,14 +271,16 @@ class _Run:
         if plan.split[self.rank]:  # warm up at this rank's share: its buffers and kernels, untimed
             model.forward_backward(x[:plan.split[self.rank]], y[:plan.split[self.rank]])
         dist.barrier()
+        sharing = sharing_groups(list(plan.profiles))
         self.balancer = AdaptiveBalancer(plan.probe_rates, plan.caps, every=rebalance_every,
-                                         hysteresis=hysteresis)
+                                         hysteresis=hysteresis, sharing=sharing)
         self.heat = HeatMap(n, labels=[f"r{r} {plan.groups[r]}"[:16] for r in range(n)])
         self.log = JsonlLog(log_file if self.rank == 0 else None, rank=self.rank)
         self.view = LiveHeatMap(enabled=live if out is not None else False)  # None: on a tty
         self.report = Report(0.0, list(plan.split), None, plan)
         self.log.write("plan", **plan.to_dict())
-        self.meter, self.steps = RunMeter(n), 0
+        self.meter, self.times, self.steps = RunMeter(n, sharing), StepTimes(), 0
+        self.mark = 0.0  # when the last step ended (or its epoch began)
         self.split = plan.split  # the current split of a full batch
         self.seen = None  # the split of the previous step
 
@@ -293,6 +298,7 @@ class _Run:
         """One pass over the data in shuffled global batches; records and prints the epoch."""
         order, batch = rng.permutation(len(self.x)), self.plan.batch
         start, loss, samples = time.perf_counter(), 0.0, 0
+        self.mark = start
         for at in range(0, len(self.x), batch):
             size = min(batch, len(self.x) - at)
             loss += self.step(epoch, order[at:at + size]) * size
@@ -317,14 +323,15 @@ class _Run:
         split = self.split if len(rows) == self.plan.batch else \
             Split.proportional(self.balancer.rates, len(rows), self.plan.caps)
         mine = rows[split.offset(self.rank):split.offset(self.rank) + split[self.rank]]
-        t0 = time.perf_counter()
         loss = self.dp.train_step(self.x[mine], self.y[mine])
-        seconds = time.perf_counter() - t0
-        busy = self.dp.last_busy_seconds
-        self.meter.add(split.shares, busy, seconds)
+        now = time.perf_counter()
+        seconds, self.mark = now - self.mark, now  # since the previous step: the loop's costs too
+        busy, cpu = self.dp.last_busy_seconds, self.dp.last_cpu_seconds
+        self.meter.add(split.shares, busy, seconds, cpu)
+        self.times.add(self.dp.last_phases, busy, self.rank, seconds)
         self.steps += 1
         if split == self.seen:  # a new micro-batch size first allocates its buffers
-            self.balancer.observe(split.shares, busy)
+            self.balancer.observe(split.shares, busy, cpu)
         self.seen = split
         self.heat.add(self.steps, {
             "throughput": [s / t if s and t > 0 else math.nan for s, t in zip(split, busy)],
@@ -352,16 +359,22 @@ class _Run:
     def finish(self, x_test, y_test, heatmap_png) -> Report:
         """Fills in the report, evaluates on the test split, closes the log, saves and prints
         the heat map and the summary."""
+        from .. import distributed as dist  # noqa: PLC0415
+
         report = self.report
         report.shares = list(self.split)
         report.steps, report.seconds = self.steps, self.meter.wall
         report.samples_per_second = self.meter.samples_per_second
         report.ideal_samples_per_second = self.meter.summed_rate
+        mine = self.times.per_step()
+        report.breakdown = [{k: 1e3 * float(v) for k, v in zip(PHASES, row)}
+                            for row in dist.all_gather(np.array([mine[k] for k in PHASES]))]
         if x_test is not None:
             report.accuracy = float(self.model.evaluate(x_test, y_test)["accuracy"])
         self.log.write("done", samples_per_second=report.samples_per_second,
                        ideal_samples_per_second=report.ideal_samples_per_second,
-                       accuracy=report.accuracy, shares=report.shares, steps=self.steps)
+                       accuracy=report.accuracy, shares=report.shares, steps=self.steps,
+                       breakdown_ms=report.breakdown)
         self.log.close()
         if self.rank == 0 and heatmap_png is not None and len(self.heat):
             self.heat.save_png(heatmap_png)

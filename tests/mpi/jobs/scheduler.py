@@ -54,7 +54,8 @@ r = s.train((xs[:6144], ys[:6144], xs[6144:], ys[6144:]), Epochs(5), BatchSize(2
 report(check="adaptive", shares=r.shares, accuracy=r.accuracy, steps=r.steps,
        rates=list(r.plan.probe_rates), history=len(r.history), identical=identical(s.model),
        samples_per_second=r.samples_per_second, rebalances=len(r.rebalances),
-       plan_shares=list(r.plan.split), groups=list(r.plan.groups))
+       plan_shares=list(r.plan.split), groups=list(r.plan.groups), breakdown=r.breakdown,
+       step_ms=1e3 * r.seconds / r.steps)
 
 # ---- adaptive from an equal first split: the balancer moves samples to rank 0
 s = Scheduler.with_graph(build(1024, 256), ClusterConfig.auto(), optimizer=nx.optim.Adam(lr=5e-3))
