@@ -85,25 +85,15 @@ Buffer Buffer::allocate(size_t bytes) {
 
 // ---- ColumnBuilder --------------------------------------------------------------------------
 
-size_t ColumnBuilder::active_size() const {
-  switch (kind_) {
-    case Kind::Int: return ints_.size();
-    case Kind::Float: return floats_.size();
-    case Kind::Bool: return bools_.size();
-    default: return 0;
-  }
-}
-
 int64_t ColumnBuilder::list_values() const { return int64_t(active_size()); }
 
 void ColumnBuilder::reserve(size_t rows) {
   if (kind_ == Kind::Int) ints_.reserve(rows * std::max<int64_t>(width_, 1));
   if (kind_ == Kind::Float) floats_.reserve(rows * std::max<int64_t>(width_, 1));
-}
-
-void ColumnBuilder::begin_row(int64_t row) {
-  touched_row_ = row;
-  saved_ = {kind_, list_, width_, rows_, active_size(), chars_.size(), ends_.size(), missing_.size()};
+  if (kind_ == Kind::String) {
+    ends_.reserve(rows * std::max<int64_t>(width_, 1));
+    chars_.reserve(rows * std::max<size_t>(chars_.size(), 1));  // as long as the first row's
+  }
 }
 
 void ColumnBuilder::rollback() {

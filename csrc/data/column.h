@@ -100,7 +100,10 @@ class ColumnBuilder {
 
   // Called once per row before the first value of this row: remembers the sizes so a malformed
   // line (or a duplicate key) can be rolled back.
-  void begin_row(int64_t row);
+  void begin_row(int64_t row) {  // inline: once per value of every row
+    touched_row_ = row;
+    saved_ = {kind_, list_, width_, rows_, active_size(), chars_.size(), ends_.size(), missing_.size()};
+  }
   void rollback();
   bool touched(int64_t row) const { return touched_row_ == row; }
 
@@ -131,7 +134,14 @@ class ColumnBuilder {
 
  private:
   void push_placeholders(int64_t n);
-  size_t active_size() const;
+  size_t active_size() const {
+    switch (kind_) {
+      case Kind::Int: return ints_.size();
+      case Kind::Float: return floats_.size();
+      case Kind::Bool: return bools_.size();
+      default: return 0;
+    }
+  }
 
   std::string name_;
   const IntRange* int_range_ = nullptr;

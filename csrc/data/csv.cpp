@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "data/float_parse.h"
 #include "data/source.h"
 
 namespace nexus::data {
@@ -73,6 +74,10 @@ template <class T> bool parse_whole(std::string_view s, T& v) {
   const char* e = b + s.size();
   if (b < e && *b == '+' && ++b < e && *b == '-') return false;  // from_chars takes no '+'; "+-1" is text
   if (b == e || !(*b == '-' || *b == '.' || (*b >= '0' && *b <= '9') || (*b | 0x20) == 'i')) return false;
+  if constexpr (std::is_same_v<T, double>) {  // digits: ours; inf and nan: from_chars's spellings
+    const char* digits = b + (*b == '-');
+    if (digits < e && (*digits == '.' || (*digits >= '0' && *digits <= '9'))) return data::parse_double(b, e, v);
+  }
   auto r = std::from_chars(b, e, v);
   if (r.ec == std::errc::result_out_of_range && std::is_floating_point_v<T>) {
     v = T(std::strtod(std::string(b, e).c_str(), nullptr));
@@ -91,6 +96,7 @@ class RangeParser {
 
   void run(const char* p, const char* end) {
     e_ = end;
+    const char* first = p;
     while (p < end) {
       p_ = p;
       int64_t start_line = line_;
@@ -110,6 +116,10 @@ class RangeParser {
         if (!done_) skip_record();  // resynchronise at the next line end outside quotes
       }
       p = p_;
+      if (row_ == 1 && !reserved_ && p > first) {  // the rows to expect, from the first one's length
+        reserved_ = true;
+        for (auto& c : out_.columns) c.reserve(size_t(end - first) / size_t(p - first) + 16);
+      }
     }
     out_.rows = row_;
     out_.lines = line_;
@@ -266,6 +276,7 @@ class RangeParser {
   const char* field_ = nullptr;  // where the field being converted starts
   int64_t line_ = 0, row_ = 0;
   bool done_ = false;  // the failing record was read to its line end
+  bool reserved_ = false;
 };
 
 // The number of fields of the record at [p, end) (up to its line end outside quotes).

@@ -1,8 +1,8 @@
 // The JSONL range parser. Each line is one object; values go straight into the ColumnBuilder of
 // their key. Keys usually come in the same order on every line, so the key at position k is first
 // compared with the one seen at position k on the previous line (one memcmp) before any hash
-// lookup. Numbers are checked against JSON's grammar, then parse with std::from_chars (exact: the
-// double nearest to the decimal text).
+// lookup. Numbers are checked against JSON's grammar, then integers parse with std::from_chars and
+// the rest with data/float_parse.h (the double nearest to the decimal text).
 // A malformed line throws Fail inside the parser; the range either stops there (raise) or rolls the
 // line back and goes on (skip). Type conflicts between lines are never skipped.
 #include "data/jsonl.h"
@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "data/float_parse.h"
 #include "data/source.h"
 
 namespace nexus::data {
@@ -285,12 +286,29 @@ class RangeParser {
     return t;
   }
 
-  // The double of the number at p_, which ends at end (number_end()).
+  // The number at p_ as a double, scanned once: what does not read as JSON there (a leading zero,
+  // "2.", an exponent without digits: a digit, point or exponent marker right after what was
+  // read) goes through number_end() for its error.
+  double fast_double() {
+    data::Decimal dec;
+    const char* end = data::scan_decimal(p_, e_, dec, /*bare_point=*/false);
+    const char* first = p_ + (*p_ == '-');
+    const bool suspect = end == p_ || (end < e_ && (is_digit(*end) || *end == '.' || *end == 'e' || *end == 'E')) ||
+                         (*first == '0' && first + 1 < end && is_digit(first[1]));
+    double d;
+    if (suspect) {
+      parse_double(d, number_end());
+      return d;
+    }
+    d = data::decimal_to_double(dec, p_, end);
+    p_ = end;
+    return d;
+  }
+
+  // The double of the number at p_, which ends at end (number_end()): the nearest one;
+  // overflow gives ±inf and underflow ±0, as float() does.
   void parse_double(double& d, const char* end) {
-    auto r = std::from_chars(p_, end, d);
-    if (r.ec == std::errc::result_out_of_range)
-      d = std::strtod(std::string(p_, end).c_str(), nullptr);  // overflow → ±inf, underflow → 0
-    else if (r.ec != std::errc() || r.ptr != end) fail(p_, "expected a number");
+    if (!data::parse_double(p_, end, d, /*bare_point=*/false)) fail(p_, "expected a number");
     p_ = end;
   }
 
@@ -326,8 +344,7 @@ class RangeParser {
     }
     if (b.kind() == Kind::Float && *p_ != 'N' && *p_ != 'I' && !(*p_ == '-' && p_ + 1 < e_ && p_[1] == 'I')) {
       if (!is_digit(*p_) && *p_ != '-') fail(p_, "expected a number");
-      parse_double(d, number_end());
-      return b.push_float(d);
+      return b.push_float(fast_double());
     }
     if (number(i, d) == Num::Int) {
       want(b, Kind::Int, list);
