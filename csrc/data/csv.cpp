@@ -155,6 +155,15 @@ class RangeParser {
     for (;;) {
       std::string_view text;
       field_ = p_;
+      const int col = field < lay_.fields ? lay_.column_of[field] : -1;
+      if (col >= 0 && number_in_place(out_.columns[size_t(col)], size_t(col))) {
+        ++field;
+        if (p_ < e_ && *p_ == csv_.delimiter) {
+          ++p_;
+          continue;
+        }
+        break;
+      }
       bool quoted = p_ < e_ && *p_ == csv_.quote;
       if (quoted) text = quoted_field();
       else text = plain_field();
@@ -172,6 +181,33 @@ class RangeParser {
     done_ = true;
     if (field != lay_.fields) fail(start, str("expected ", lay_.fields, " fields, got ", field));
     ++row_;
+  }
+
+  // A float or integer column's field read where it stands, in one pass: true (p_ past it) when
+  // the whole field is one number of the column's kind; false, with nothing read, for everything
+  // else (quotes, missing values, a kind change), which takes the general path.
+  bool number_in_place(ColumnBuilder& b, size_t col) {
+    const Kind k = b.kind();
+    if ((k != Kind::Float && k != Kind::Int) || lay_.as_string[col] || b.int_range() != nullptr) return false;
+    const auto field_ends = [&](const char* q) { return q == e_ || *q == csv_.delimiter || is_line_end(*q); };
+    if (k == Kind::Int) {
+      int64_t i;
+      const auto r = std::from_chars(p_, e_, i);
+      if (r.ec != std::errc() || r.ptr == p_ || !field_ends(r.ptr)) return false;
+      b.begin_row(row_);
+      b.push_int(i);
+      b.end_value(0);
+      p_ = r.ptr;
+      return true;
+    }
+    data::Decimal dec;
+    const char* end = data::scan_decimal(p_, e_, dec, /*bare_point=*/true);
+    if (end == p_ || !field_ends(end)) return false;
+    b.begin_row(row_);
+    b.push_float(data::decimal_to_double(dec, p_, end));
+    b.end_value(0);
+    p_ = end;
+    return true;
   }
 
   std::string_view plain_field() {

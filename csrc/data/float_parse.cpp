@@ -28,10 +28,13 @@ uint64_t load8(const char* p) {
   return v;
 }
 
-// Every byte in '0'..'9': its high nibble is 3, and adding 6 does not carry out of the low one.
-bool eight_digits(uint64_t v) {
+// How many of v's bytes, from the first, are '0'..'9' (0 to 8). A byte is a digit when its high
+// nibble is 3 and adding 6 does not carry out of its low one; a carry out of a byte past the
+// digits can only disturb bytes after it, which do not count.
+int leading_digits(uint64_t v) {
   constexpr uint64_t kHigh = 0xF0F0F0F0F0F0F0F0;
-  return ((v & kHigh) | (((v + 0x0606060606060606) & kHigh) >> 4)) == 0x3333333333333333;
+  const uint64_t other = ((v & kHigh) | (((v + 0x0606060606060606) & kHigh) >> 4)) ^ 0x3333333333333333;
+  return other == 0 ? 8 : __builtin_ctzll(other) / 8;
 }
 
 // The value of eight digit characters: pairs, then quads, then the eight, each step one multiply.
@@ -42,10 +45,24 @@ uint64_t eight_digit_value(uint64_t v) {
   return (v * 10000 + (v >> 32)) & 0xFFFFFFFF;
 }
 
+constexpr uint64_t kPow10Int[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
 // Reads the digits at p onto w (w * 10^n + their value, wrapping past 19 digits in all: the
-// caller reads those again) and returns their end.
-const char* read_digits(const char* p, const char* e, uint64_t& w) {
-  for (uint64_t v; e - p >= 8 && eight_digits(v = load8(p)); p += 8) w = w * 100000000 + eight_digit_value(v);
+// caller reads those again) and returns their end. Eight bytes at a time while eight remain: the
+// digits among them move to the top and '0's fill in below, so one multiply chain reads any
+// count of them.
+[[gnu::always_inline]] inline const char* read_digits(const char* p, const char* e, uint64_t& w) {
+  while (e - p >= 8) {
+    const uint64_t v = load8(p);
+    const int n = leading_digits(v);
+    if (n == 8) {
+      w = w * 100000000 + eight_digit_value(v);
+      p += 8;
+      continue;
+    }
+    if (n > 0) w = w * kPow10Int[n] + eight_digit_value((v << (64 - 8 * n)) | (0x3030303030303030 >> (8 * n)));
+    return p + n;
+  }
   for (; p < e && is_digit(*p); ++p) w = w * 10 + uint64_t(*p - '0');
   return p;
 }

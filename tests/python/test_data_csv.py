@@ -161,3 +161,20 @@ def test_dtypes_naming_an_unknown_column_raise():
     with pytest.raises(ValueError, match="dtypes= names column 'b', which columns= does not ask "
                                          "for; columns: a"):
         nx.data.read_csv(b"a,b\n1,2\n", columns=["a"], dtypes={"b": "int32"})
+
+
+def test_numbers_read_in_place_hand_every_other_field_to_the_general_path():
+    # Once a column is int or float its numbers are read where they stand; quotes, missing
+    # values, a sign, an exponent or a value past int64 still take the general path.
+    text = ("i,f,s\n1,0.5,a\n2,1.5,b\n\"3\",\"2.5\",c\n,NaN,d\n+4,+3.5,e\n5e0,-0.0,f\n"
+            "99999999999999999999,1e400,g\n7,.25,h\n")
+    t = nx.data.read_csv(text.encode())
+    want_i = [1, 2, 3, None, 4, 5, 99999999999999999999, 7]
+    assert t["i"].dtype == np.float64
+    assert [None if np.isnan(v) else v for v in t["i"].tolist()] == [
+        None if v is None else float(v) for v in want_i]
+    f = t["f"].tolist()
+    assert f[:3] == [0.5, 1.5, 2.5] and np.isnan(f[3]) and f[4:6] == [3.5, -0.0]
+    assert str(f[5]) == "-0.0" and f[6] == float("inf") and f[7] == 0.25
+    t = nx.data.read_csv(b"n\n1\n2\nx\n")  # text after numbers: the column is str, as written
+    assert t["n"].tolist() == ["1", "2", "x"]
