@@ -25,6 +25,7 @@ void bind_codegen(py::module_& parent) {
 
   py::class_<graph::FusionGroup>(m, "FusionGroup")
       .def_readonly("nodes", &graph::FusionGroup::nodes)
+      .def_readonly("recomputed", &graph::FusionGroup::recomputed)
       .def_readonly("inputs", &graph::FusionGroup::inputs)
       .def_readonly("consts", &graph::FusionGroup::consts)
       .def_readonly("outputs", &graph::FusionGroup::outputs)

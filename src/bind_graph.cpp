@@ -119,13 +119,18 @@ void bind_graph(py::module_& m) {
         NX_CHECK(inputs.size() == grads.size(), "attach_gradients: ", grads.size(), " gradients for ", inputs.size(),
                  " inputs");
         NX_CHECK(out.ndim() == 0, "attach_gradients: the value must be a scalar, got ", shape_str(out.shape()));
-        return autograd::record("nx.jit", std::move(out), inputs,
-                                [grads](const Tensor& g, const std::vector<bool>& needs) {
-                                  std::vector<Tensor> result(grads.size());
-                                  for (size_t i = 0; i < grads.size(); ++i)
-                                    if (needs[i] && grads[i].defined()) result[i] = ops::mul(grads[i], g);
-                                  return result;
-                                });
+        return autograd::record(
+            "nx.jit", std::move(out), inputs, [grads](const Tensor& g, const std::vector<bool>& needs) {
+              // loss.backward() seeds 1: the gradients as they are, no pass
+              const bool one = g.device().is_cpu() && g.numel() == 1 &&
+                               ((g.dtype() == DType::Float32 && *g.data<float>() == 1.0f) ||
+                                (g.dtype() == DType::Float64 && *g.data<double>() == 1.0));
+              std::vector<Tensor> result(grads.size());
+              for (size_t i = 0; i < grads.size(); ++i)
+                if (needs[i] && grads[i].defined())
+                  result[i] = one && grads[i].dtype() == g.dtype() ? grads[i] : ops::mul(grads[i], g);
+              return result;
+            });
       },
       py::arg("out"), py::arg("inputs"), py::arg("grads"));
 

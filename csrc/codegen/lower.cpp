@@ -1,5 +1,6 @@
 #include "codegen/lower.h"
 
+#include <algorithm>
 #include <map>
 
 #include "base/error.h"
@@ -27,7 +28,10 @@ class Lowering {
       out_.consts.push_back(n.attrs.floats[0]);
       reg_[v] = emit({InstrOp::Const, g_.value(v).dtype, out_.kernel.num_consts++});
     }
-    for (int i : grp.nodes) node(g_.nodes()[size_t(i)]);
+    std::vector<int> members = grp.recomputed;  // both in graph order, merged: inputs come first
+    members.insert(members.end(), grp.nodes.begin(), grp.nodes.end());
+    std::sort(members.begin(), members.end());
+    for (int i : members) node(g_.nodes()[size_t(i)]);
     // Only a reduction's axes refer to the rank; elementwise kernels serve every rank.
     if (out_.kernel.has_reduce())
       out_.kernel.ndim = int(g_.value(g_.nodes()[size_t(grp.nodes[0])].outputs[0]).shape.size());
@@ -113,8 +117,8 @@ Lowered lower(const graph::Graph& g, const graph::FusionGroup& group) {
   return Lowering(g).run(group);
 }
 
-CompiledPlan compile_plan(const graph::Graph& g, const std::vector<int>& roots, int begin, int end) {
-  graph::FusionPlan plan = graph::partition(g, roots, begin, end);
+CompiledPlan compile_plan(const graph::Graph& g, const std::vector<int>& roots, int begin, int end, bool recompute) {
+  graph::FusionPlan plan = graph::partition(g, roots, begin, end, recompute);
   CompiledPlan out;
   out.refusals = std::move(plan.refusals);
   for (graph::FusionGroup& grp : plan.groups) {

@@ -32,6 +32,7 @@ struct CompiledPlan {
   std::vector<CompiledGroup> groups;
   std::vector<std::string> refusals;
 };
-CompiledPlan compile_plan(const graph::Graph& g, const std::vector<int>& roots, int begin = 0, int end = -1);
+CompiledPlan compile_plan(const graph::Graph& g, const std::vector<int>& roots, int begin = 0, int end = -1,
+                          bool recompute = false);
 
 }  // namespace nexus::codegen

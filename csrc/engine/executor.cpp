@@ -114,13 +114,16 @@ static std::vector<int> grad_roots(const graph::Graph& g) {
 }
 
 GraphKernels::GraphKernels(const graph::Graph& g, const std::vector<int>& roots) : group_of(g.nodes().size(), -1) {
-  plan = codegen::compile_plan(g, roots, 0, int(g.nodes().size()));
+  // One plan for the whole graph (nx.jit): a loss's backward recomputes its forward chain.
+  plan = codegen::compile_plan(g, roots, 0, int(g.nodes().size()), /*recompute=*/true);
   index();
 }
 
 void GraphKernels::index(Device device) {
   // A group of one op reads and writes what the op does: it runs as the op (nothing to compile).
-  std::erase_if(plan.groups, [](const codegen::CompiledGroup& grp) { return grp.group.nodes.size() == 1; });
+  std::erase_if(plan.groups, [](const codegen::CompiledGroup& grp) {
+    return grp.group.nodes.size() == 1 && grp.group.recomputed.empty();
+  });
   if (!device.is_cpu())
     std::erase_if(plan.groups, [&](const codegen::CompiledGroup& grp) {
       const codegen::FusedKernel& k = grp.program->kernel();
@@ -154,9 +157,8 @@ Schedule::Schedule(const graph::Graph& g, const GraphKernels* fusion, std::vecto
       const std::vector<int>& members = fg.group.nodes;
       fused.push_back(std::all_of(members.begin(), members.end(), [&](int m) { return run[size_t(m)]; }));
       if (!fused.back()) continue;
-      // A fused group reads its members' inputs when it runs: at its last member.
-      for (int m : members)
-        for (int v : g.nodes()[size_t(m)].inputs) last[size_t(v)] = std::max(last[size_t(v)], members.back());
+      // A fused group reads its inputs when it runs: at its last member.
+      for (int v : fg.group.inputs) last[size_t(v)] = std::max(last[size_t(v)], members.back());
     }
   for (int v : keep)
     if (v >= 0) last[size_t(v)] = INT_MAX;

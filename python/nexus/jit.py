@@ -227,7 +227,8 @@ class JitFunction:
             fused += grp.bytes_fused
             unfused += grp.bytes_unfused
             anchor = f", epilogue of node {grp.anchor}" if grp.anchor >= 0 else ""
-            lines.append(f"group {k}: {program.name}: nodes {list(grp.nodes)}, inputs {list(grp.inputs)}, "
+            again = f" (recomputing nodes {list(grp.recomputed)})" if len(grp.recomputed) else ""
+            lines.append(f"group {k}: {program.name}: nodes {list(grp.nodes)}{again}, inputs {list(grp.inputs)}, "
                          f"outputs {list(grp.outputs)}, constants {list(consts)}{anchor}; bytes per call "
                          f"{grp.bytes_fused} fused vs {grp.bytes_unfused} unfused")
         saved = f" ({1 - fused / unfused:.0%} less)" if unfused else ""

@@ -189,6 +189,32 @@ def test_a_traced_loss_has_the_gradients_of_eager_autograd(rng):
         assert not f(x, w, y).requires_grad
 
 
+def test_a_traced_loss_reduces_in_one_kernel_and_its_backward_recomputes_the_chain(rng):
+    # The backward reads the forward chain's values: it computes them again from x, w and y
+    # rather than have the loss's kernel store them, with the same instructions, so the bits
+    # equal eager autograd's.
+    x, w = (nx.tensor(rng.standard_normal(4096).astype(np.float32), requires_grad=True) for _ in range(2))
+    y = nx.tensor(rng.standard_normal(4096).astype(np.float32))
+    f = nx.jit(loss_of)
+    want = eager_grads(loss_of, x, w, y)
+    got = eager_grads(f, x, w, y)
+    for g, r in zip(got, want):
+        np.testing.assert_array_equal(g, r)
+    groups = [grp for grp, _, _ in f._plan((x, w, y), {})[0].kernels]
+    forward = next(grp for grp in groups if not len(grp.recomputed))
+    backward = next(grp for grp in groups if len(grp.recomputed))
+    assert len(forward.outputs) == 1  # the loss alone
+    assert set(backward.recomputed) <= set(forward.nodes) and len(backward.outputs) == 2
+    assert "recomputing nodes" in f.explain(x, w, y)
+    # The gradients handed to x.grad are x's own: changing them leaves a second backward intact.
+    x.grad = w.grad = None
+    loss = f(x, w, y)
+    loss.backward()
+    x.grad[:] = 0.0
+    loss.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), want[0])
+
+
 def test_weights_read_from_the_closure_get_gradients(rng):
     w = nx.tensor(rng.standard_normal(50).astype(np.float32), requires_grad=True)
     y = nx.tensor(rng.standard_normal(50).astype(np.float32))

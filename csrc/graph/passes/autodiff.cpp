@@ -98,9 +98,14 @@ class GraphAlgebra {
   int reshape(int x, const Shape& to) {
     return shape(x) == to ? x : g_.add_node(OpKind::Reshape, {x}, ints(to), name_, to, dtype(x));
   }
-  // The target shape is like's at run time (a batch dimension has no size before).
+  // The target shape is like's: read at run time when it has a batch dimension (no size
+  // before), else fixed in the node, so that the backward need not keep `like` alive.
   int expand_like(int x, int like) {
-    return shape(x) == shape(like) ? x : g_.add_node(OpKind::Expand, {x, like}, {}, name_, shape(like), dtype(x));
+    const Shape& to = shape(like);
+    if (shape(x) == to) return x;
+    if (std::find(to.begin(), to.end(), kBatch) != to.end())
+      return g_.add_node(OpKind::Expand, {x, like}, {}, name_, to, dtype(x));
+    return g_.add_node(OpKind::Expand, {x}, ints(to), name_, to, dtype(x));
   }
   int sum(int x, const std::vector<int64_t>& axes, bool keepdims) { return reduce(ReduceOp::Sum, x, axes, keepdims); }
   int mean(int x, const std::vector<int64_t>& axes, bool keepdims) { return reduce(ReduceOp::Mean, x, axes, keepdims); }

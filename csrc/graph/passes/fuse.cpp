@@ -18,6 +18,7 @@ struct Building {
   bool reduced = false;
   bool alive = true;
   Shape shape;
+  std::vector<int> copies;  // nodes of other groups this one recomputes
 };
 
 std::string node_label(const Graph& g, int i) {
@@ -31,7 +32,8 @@ std::string node_label(const Graph& g, int i) {
 // The groups being built, node by node, then turned into the plan's FusionGroups.
 class Partitioner {
  public:
-  explicit Partitioner(const Graph& g) : g_(g), nodes_(g.nodes()), group_of_(nodes_.size(), -1) {}
+  Partitioner(const Graph& g, bool recompute)
+      : g_(g), nodes_(g.nodes()), group_of_(nodes_.size(), -1), recompute_(recompute) {}
 
   void visit(int i);
   std::vector<bool> used_outside(std::vector<int> roots) const;
@@ -48,6 +50,14 @@ class Partitioner {
     const int p = producer(v);
     return p >= 0 ? group_of_[size_t(p)] : -1;
   }
+  // Is value v computed inside group gi (by a member, or a member recomputed there)?
+  bool inside(int v, int gi) const {
+    const int p = producer(v);
+    if (p < 0 || gi < 0) return false;
+    const auto& c = groups_[size_t(gi)].copies;
+    return group_of_[size_t(p)] == gi || std::count(c.begin(), c.end(), p);
+  }
+  std::vector<int> recompute_chain(int v, const Shape& shape) const;
   void add_elementwise(int i);
   std::vector<int> joinable_groups(int i, const Shape& shape);
   int merge_groups(const std::vector<int>& join, const Shape& shape);
@@ -60,7 +70,38 @@ class Partitioner {
   std::vector<Building> groups_;
   std::vector<int> group_of_;  // per node
   FusionPlan plan_;
+  const bool recompute_;
+  std::vector<int> pending_;  // the chains node i recomputes (joinable_groups), for its group
 };
+
+// The nodes to run again to have value v at `shape` without reading it: v's producer and the
+// members of its group it depends on, when that group ended in a reduction, every one is an
+// elementwise op of `shape`, there are at most kMaxRecomputed of them and what they read from
+// outside the group is a graph input, parameter, buffer or constant. Empty when not.
+std::vector<int> Partitioner::recompute_chain(int v, const Shape& shape) const {
+  const int gi = group_of_value(v);
+  if (!recompute_ || gi < 0 || !groups_[size_t(gi)].reduced || groups_[size_t(gi)].shape != shape) return {};
+  std::vector<int> chain, todo{producer(v)};
+  while (!todo.empty()) {
+    const int p = todo.back();
+    todo.pop_back();
+    if (std::count(chain.begin(), chain.end(), p)) continue;
+    const Node& n = nodes_[size_t(p)];
+    if (!is_fusable_elementwise(n.kind) || g_.value(n.outputs[0]).shape != shape) return {};
+    chain.push_back(p);
+    if (chain.size() > kMaxRecomputed) return {};
+    for (int in : n.inputs) {
+      const int q = producer(in);
+      if (q >= 0 && group_of_[size_t(q)] == gi) {
+        todo.push_back(q);
+        continue;
+      }
+      const OpKind k = q >= 0 ? nodes_[size_t(q)].kind : OpKind::Input;
+      if (k != OpKind::Input && k != OpKind::Param && k != OpKind::Buffer && k != OpKind::Const) return {};
+    }
+  }
+  return chain;
+}
 
 void Partitioner::visit(int i) {
   const Node& n = nodes_[size_t(i)];
@@ -71,9 +112,13 @@ void Partitioner::visit(int i) {
 
 void Partitioner::add_elementwise(int i) {
   const Shape& shape = g_.value(nodes_[size_t(i)].outputs[0]).shape;
+  pending_.clear();
   const int target = merge_groups(joinable_groups(i, shape), shape);
-  groups_[size_t(target)].nodes.push_back(i);
+  Building& b = groups_[size_t(target)];
+  b.nodes.push_back(i);
   group_of_[size_t(i)] = target;
+  for (int p : pending_)
+    if (!std::count(b.copies.begin(), b.copies.end(), p)) b.copies.push_back(p);
 }
 
 // The open groups of `shape` that produce node i's inputs; a refusal for each other one.
@@ -84,6 +129,10 @@ std::vector<int> Partitioner::joinable_groups(int i, const Shape& shape) {
     if (gi < 0 || is_const(v) || std::count(join.begin(), join.end(), gi)) continue;
     const Building& b = groups_[size_t(gi)];
     if (!b.open) {
+      if (const std::vector<int> chain = recompute_chain(v, shape); !chain.empty()) {
+        pending_.insert(pending_.end(), chain.begin(), chain.end());
+        continue;
+      }
       plan_.refusals.push_back(
           str("cannot fuse ", node_label(g_, i), " with group ", gi, ": ",
               b.reduced ? "the group ends in a reduction" : "a value of the group is read by a node outside it first"));
@@ -109,7 +158,11 @@ int Partitioner::merge_groups(const std::vector<int>& join, const Shape& shape) 
     for (int m : o.nodes) group_of_[size_t(m)] = target;
     auto& t = groups_[size_t(target)].nodes;
     t.insert(t.end(), o.nodes.begin(), o.nodes.end());
+    auto& c = groups_[size_t(target)].copies;
+    for (int p : o.copies)
+      if (!std::count(c.begin(), c.end(), p)) c.push_back(p);
     o.nodes.clear();
+    o.copies.clear();
     o.alive = false;
   }
   return target;
@@ -152,7 +205,7 @@ std::vector<bool> Partitioner::used_outside(std::vector<int> roots) const {
   for (size_t i = 0; i < nodes_.size(); ++i)
     for (int v : nodes_[i].inputs) {
       const int gi = group_of_value(v);
-      if (gi >= 0 && gi != group_of_[i]) used[size_t(v)] = true;
+      if (gi >= 0 && gi != group_of_[i] && !inside(v, group_of_[i])) used[size_t(v)] = true;
     }
   return used;
 }
@@ -196,26 +249,32 @@ FusionPlan Partitioner::finish(const std::vector<bool>& used_outside) {
 
 // Group gi's inputs, inlined constants, outputs, GEMM anchor and traffic.
 FusionGroup Partitioner::emit(size_t gi, const std::vector<bool>& used_outside) const {
-  const std::vector<int>& members = groups_[gi].nodes;
   FusionGroup fg;
-  fg.nodes = members;
+  fg.nodes = groups_[gi].nodes;
+  fg.recomputed = groups_[gi].copies;
+  std::sort(fg.recomputed.begin(), fg.recomputed.end());
+  std::vector<int> members = fg.recomputed;  // in graph order: a copy precedes what reads it
+  members.insert(members.end(), fg.nodes.begin(), fg.nodes.end());
+  std::sort(members.begin(), members.end());
   for (int m : members) {
     const Node& n = nodes_[size_t(m)];
+    const bool copy = group_of_[size_t(m)] != int(gi);  // its home group counts its own traffic
     for (int v : n.inputs) {
       if (is_const(v)) {
         if (!std::count(fg.consts.begin(), fg.consts.end(), v)) fg.consts.push_back(v);
         continue;
       }
-      fg.bytes_unfused += g_.value_bytes(v, 1);
-      if (group_of_value(v) == int(gi) || std::count(fg.inputs.begin(), fg.inputs.end(), v)) continue;
+      if (!copy) fg.bytes_unfused += g_.value_bytes(v, 1);
+      if (inside(v, int(gi)) || std::count(fg.inputs.begin(), fg.inputs.end(), v)) continue;
       fg.inputs.push_back(v);
       fg.bytes_fused += g_.value_bytes(v, 1);
       const int p = producer(v);
-      if (p >= 0 && m == members[0] &&
+      if (p >= 0 && m == fg.nodes[0] &&
           (nodes_[size_t(p)].kind == OpKind::MatMul || nodes_[size_t(p)].kind == OpKind::Conv2d))
         fg.anchor = p;
     }
     const int out = n.outputs[0];
+    if (copy) continue;
     fg.bytes_unfused += g_.value_bytes(out, 1);
     if (used_outside[size_t(out)]) {
       fg.outputs.push_back(out);
@@ -252,9 +311,9 @@ bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector
   return true;
 }
 
-FusionPlan partition(const Graph& g, const std::vector<int>& roots, int begin, int end) {
+FusionPlan partition(const Graph& g, const std::vector<int>& roots, int begin, int end, bool recompute) {
   if (end < 0) end = int(g.nodes().size());
-  Partitioner p(g);
+  Partitioner p(g, recompute);
   for (int i = begin; i < end; ++i) p.visit(i);
   std::vector<bool> used_outside = p.used_outside(roots);
   p.split_epilogues_read_outside(used_outside);

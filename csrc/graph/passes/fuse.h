@@ -17,14 +17,17 @@
 namespace nexus::graph {
 
 struct FusionGroup {
-  std::vector<int> nodes;     // node indices, in graph order (elementwise ops, then maybe one Reduce)
-  std::vector<int> inputs;    // values read from outside the group (Const values excluded)
-  std::vector<int> consts;    // values of Const nodes the group reads (inlined as constants)
-  std::vector<int> outputs;   // values used after the group (or roots); a reduction group: its result
-  int anchor = -1;            // a MatMul/Conv2d node whose output the group's first op reads: a
-                              // bias + activation epilogue the engine can run on the GEMM's tiles
-  int64_t bytes_unfused = 0;  // bytes the member ops read and write one by one (per batch row
-  int64_t bytes_fused = 0;    // when the shape has kBatch), and the group reads and writes fused
+  std::vector<int> nodes;       // node indices, in graph order (elementwise ops, then maybe one Reduce)
+  std::vector<int> recomputed;  // nodes of another group (ending in a reduction) whose values this
+                                // one computes again from their inputs rather than reading them
+                                // (partition's `recompute`); in graph order
+  std::vector<int> inputs;      // values read from outside the group (Const values excluded)
+  std::vector<int> consts;      // values of Const nodes the group reads (inlined as constants)
+  std::vector<int> outputs;     // values used after the group (or roots); a reduction group: its result
+  int anchor = -1;              // a MatMul/Conv2d node whose output the group's first op reads: a
+                                // bias + activation epilogue the engine can run on the GEMM's tiles
+  int64_t bytes_unfused = 0;    // bytes the member ops read and write one by one (per batch row
+  int64_t bytes_fused = 0;      // when the shape has kBatch), and the group reads and writes fused
 };
 
 struct FusionPlan {
@@ -47,6 +50,12 @@ bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector
 // Groups the nodes [begin, end) of g: maximal chains of elementwise/broadcast ops of one
 // iteration shape, each optionally closed by a reduction epilogue. `roots` are values needed
 // after the graph (outputs); g.output and g.loss count too. A pure function of the graph.
-FusionPlan partition(const Graph& g, const std::vector<int>& roots, int begin = 0, int end = -1);
+// recompute: an elementwise node reading a value of a group that ended in a reduction (a loss's
+// forward chain, read by its backward) computes that value again in its own kernel from the
+// chain's inputs (graph inputs, parameters, constants; at most kMaxRecomputed nodes), so the
+// reduction's kernel stores nothing else. The same instructions run, so the bits are the same.
+inline constexpr size_t kMaxRecomputed = 8;
+FusionPlan partition(const Graph& g, const std::vector<int>& roots, int begin = 0, int end = -1,
+                     bool recompute = false);
 
 }  // namespace nexus::graph
