@@ -62,7 +62,8 @@ class Profile:
     """What one rank measured about itself at start.
 
     ``device`` is "gpu" or "cpu" and ``device_name`` the GPU's name, else the CPU model;
-    ``cores`` are the cores this process may run on and ``threads`` Nexus's intra-op threads;
+    ``cores`` are the cores this process may run on (``cpus``: their ids, the affinity; empty
+    where unknown) and ``threads`` Nexus's intra-op threads;
     ``gemm_flops`` the measured float32 GEMM FLOP/s with those threads; ``memory_total`` /
     ``memory_free`` are bytes (the GPU's when there is one, else the host's); ``gpu`` is
     nvidia-smi's view or None; ``link_latency_s`` and ``link_bandwidth`` (bytes/s, inf in a world
