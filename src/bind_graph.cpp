@@ -3,6 +3,8 @@
 
 #include <optional>
 
+#include <stdexcept>
+
 #include "bindings.h"
 #include "engine/compiled_model.h"
 #include "engine/executor.h"
@@ -86,7 +88,7 @@ void bind_graph(py::module_& m) {
             const std::vector<int> params = g.params;
             g.loss = loss;
             g.params = wrt;
-            graph::autodiff(g);
+            graph::autodiff(g, /*constant_seed=*/true);
             std::vector<int> grads = g.param_grads;
             g.params = params;
             g.param_grads.clear();
@@ -119,16 +121,24 @@ void bind_graph(py::module_& m) {
         NX_CHECK(inputs.size() == grads.size(), "attach_gradients: ", grads.size(), " gradients for ", inputs.size(),
                  " inputs");
         NX_CHECK(out.ndim() == 0, "attach_gradients: the value must be a scalar, got ", shape_str(out.shape()));
+        // loss.backward() seeds 1: the gradients go to the inputs as they are, with no pass over
+        // them (scaling by 1, then a copy of a tensor this closure still holds), so only once;
+        // another seed scales them, as often as asked.
+        auto held = std::make_shared<std::vector<Tensor>>(grads);
         return autograd::record(
-            "nx.jit", std::move(out), inputs, [grads](const Tensor& g, const std::vector<bool>& needs) {
-              // loss.backward() seeds 1: the gradients as they are, no pass
-              const bool one = g.device().is_cpu() && g.numel() == 1 &&
-                               ((g.dtype() == DType::Float32 && *g.data<float>() == 1.0f) ||
-                                (g.dtype() == DType::Float64 && *g.data<double>() == 1.0));
-              std::vector<Tensor> result(grads.size());
-              for (size_t i = 0; i < grads.size(); ++i)
-                if (needs[i] && grads[i].defined())
-                  result[i] = one && grads[i].dtype() == g.dtype() ? grads[i] : ops::mul(grads[i], g);
+            "nx.jit", std::move(out), inputs, [held](const Tensor& g, const std::vector<bool>& needs) {
+              if (held->empty())
+                throw std::runtime_error(
+                    "nx.jit: backward() through this result a second time: its gradients went to the inputs the "
+                    "first time; call the function again for another backward");
+              bool one = g.device().is_cpu() && g.numel() == 1 &&
+                         ((g.dtype() == DType::Float32 && *g.data<float>() == 1.0f) ||
+                          (g.dtype() == DType::Float64 && *g.data<double>() == 1.0));
+              for (const Tensor& t : *held) one = one && (!t.defined() || t.dtype() == g.dtype());
+              std::vector<Tensor> result(held->size());
+              for (size_t i = 0; i < held->size(); ++i)
+                if (needs[i] && (*held)[i].defined()) result[i] = one ? std::move((*held)[i]) : ops::mul((*held)[i], g);
+              if (one) held->clear();
               return result;
             });
       },

@@ -68,7 +68,7 @@ void FusedKernel::verify() const {
     DType t = reg(instrs.size(), reduce.reg, "reduced");
     NX_ASSERT(outputs.empty() || graph::reduction_with_side_outputs(reduce.kind, t, reduce.axes, ndim),
               "elementwise outputs beside a ", reduce_op_name(reduce.kind),
-              " need a floating sum or mean over leading axes");
+              " need a floating sum or mean over leading axes or every axis");
     for (int r : outputs) reg(instrs.size(), r, "output");
     NX_ASSERT(is_compute(t) && t != DType::Bool, "reduction of a ", dtype_name(t), " register");
     for (size_t k = 0; k < reduce.axes.size(); ++k)

@@ -7,7 +7,8 @@
 // two ops. Outputs name registers. An optional reduction epilogue reduces one register over the
 // given axes of the iteration shape (sum, mean, max, min) into the last output. A reduction
 // kernel stores other registers elementwise only when it is a floating sum or mean over leading
-// axes (has_side_outputs: it then runs row by row, the layout of a bias gradient).
+// axes (has_side_outputs: it then runs row by row, the layout of a bias gradient) or over every
+// axis (reduces_all: chunk by chunk, as without them).
 //
 // The iteration shape is the broadcast of the inputs' shapes at run time, so one FusedKernel
 // serves every shape. How each input is walked along the innermost dimension (its Access:
@@ -56,6 +57,7 @@ struct FusedKernel {
   bool has_reduce() const { return reduce.kind != ReduceOp::None; }
   DType output_dtype(size_t k) const;
   bool has_side_outputs() const { return has_reduce() && !outputs.empty(); }
+  bool reduces_all() const { return has_reduce() && (reduce.axes.empty() || int(reduce.axes.size()) == ndim); }
   size_t num_outputs() const { return outputs.size() + (has_reduce() ? 1 : 0); }
 
   // Checks that registers are defined before use, dtypes are consistent and arithmetic runs on

@@ -195,6 +195,7 @@ static void interp_reduce(const FusedKernel& k, const std::vector<Access>& acces
       for (int64_t i0 = 0; i0 < n; i0 += kTile) {
         const int64_t m = std::min(kTile, n - i0);
         eval_tile(k, access, p, s, c, i0, m, R);
+        store_outputs(k, p, i0, m, R);  // a full reduction's side outputs (none otherwise)
         const T* v = static_cast<const T*>(R.at(size_t(k.reduce.reg)));
         if (i0 == 0)
           for (int64_t j = 0; j < kLanes; ++j) lanes[j] = sum ? T(0) : v[0];

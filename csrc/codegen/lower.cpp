@@ -117,8 +117,8 @@ Lowered lower(const graph::Graph& g, const graph::FusionGroup& group) {
   return Lowering(g).run(group);
 }
 
-CompiledPlan compile_plan(const graph::Graph& g, const std::vector<int>& roots, int begin, int end, bool recompute) {
-  graph::FusionPlan plan = graph::partition(g, roots, begin, end, recompute);
+CompiledPlan compile_plan(const graph::Graph& g, const std::vector<int>& roots, int begin, int end, bool whole_graph) {
+  graph::FusionPlan plan = graph::partition(g, roots, begin, end, whole_graph);
   CompiledPlan out;
   out.refusals = std::move(plan.refusals);
   for (graph::FusionGroup& grp : plan.groups) {

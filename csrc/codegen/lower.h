@@ -33,6 +33,6 @@ struct CompiledPlan {
   std::vector<std::string> refusals;
 };
 CompiledPlan compile_plan(const graph::Graph& g, const std::vector<int>& roots, int begin = 0, int end = -1,
-                          bool recompute = false);
+                          bool whole_graph = false);
 
 }  // namespace nexus::codegen

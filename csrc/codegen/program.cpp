@@ -192,19 +192,19 @@ ReduceSpace reduce_space(const Reduction& red, const Shape& shape, const std::ve
 // chunks are fixed, so the result does not depend on the thread count.
 std::vector<Acc> reduce_chunks(const FusedKernel& k, const Variant& v, const ReduceSpace& rs, const Operands& args,
                                const std::vector<double>& consts, int64_t chunks, int64_t per_out) {
-  const size_t nin = v.inner.size();
+  const size_t nin = v.inner.size(), nops = args.base.size();  // inputs, then side outputs (inner stride 1)
   const int64_t n = rs.reduced.shape.back();
   std::vector<Acc> partial(size_t(rs.outer * per_out));
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::min(n, kern::kChunk));
   parallel_for(rs.outer * per_out, grain, [&](int64_t b, int64_t e) {
-    std::vector<int64_t> ko(nin), ro(nin);
-    std::vector<char*> p(nin);
+    std::vector<int64_t> ko(nops), ro(nops);
+    std::vector<char*> p(nops);
     for (int64_t item = b; item < e; ++item) {
       const int64_t o = item / per_out, row = (item % per_out) / chunks, ch = item % chunks;
       row_offsets(rs.keep, o, rs.keep.shape.size(), ko);
       row_offsets(rs.reduced, row, rs.reduced.shape.size() - 1, ro);
-      for (size_t i = 0; i < nin; ++i)
-        p[i] = args.base[i] + (ko[i] + ro[i] + ch * kern::kChunk * v.inner[i]) * args.isz[i];
+      for (size_t i = 0; i < nops; ++i)
+        p[i] = args.base[i] + (ko[i] + ro[i] + ch * kern::kChunk * (i < nin ? v.inner[i] : 1)) * args.isz[i];
       const int64_t len = std::min(kern::kChunk, n - ch * kern::kChunk);
       Acc* acc = &partial[size_t(item)];
       if (v.fn) reinterpret_cast<ReduceFn>(v.fn)(p.data(), v.inner.data(), len, consts.data(), acc);
@@ -343,8 +343,8 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::v
   std::vector<std::vector<int64_t>> st;
   for (const Tensor& t : inputs) st.push_back(broadcast_strides(t, shape));
   if (!kernel_.has_reduce()) return run_elementwise(inputs, consts, shape, std::move(st));
-  if (kernel_.has_side_outputs()) return run_rows(inputs, consts, shape, std::move(st));
-  return run_reduce(inputs, consts, shape, st);
+  if (kernel_.has_side_outputs() && !kernel_.reduces_all()) return run_rows(inputs, consts, shape, std::move(st));
+  return run_reduce(inputs, consts, shape, std::move(st));
 }
 
 std::vector<Tensor> Program::run_elementwise(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
@@ -444,27 +444,36 @@ bool runs_on_device(const FusedKernel& k) {
 
 // Keep dims first, reduced dims last; partial sums per chunk, combined in a fixed order.
 std::vector<Tensor> Program::run_reduce(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
-                                        const Shape& shape, const std::vector<std::vector<int64_t>>& st) {
+                                        const Shape& shape, std::vector<std::vector<int64_t>> st) {
   const Reduction& red = kernel_.reduce;
+  const size_t nside = kernel_.outputs.size();  // a full reduction's elementwise outputs, stored as it reads
+  std::vector<Tensor> outputs;
+  for (size_t o = 0; o < nside; ++o) {
+    outputs.push_back(Tensor::empty(shape, kernel_.output_dtype(o)));
+    st.push_back(contiguous_strides(shape));
+  }
   const ReduceSpace rs = reduce_space(red, shape, st);
-  std::vector<Tensor> outputs{Tensor::empty(rs.out_shape, red.dtype)};
+  outputs.push_back(Tensor::empty(rs.out_shape, red.dtype));
   if (rs.outer == 0) return outputs;
   const DType reg = kernel_.instrs[size_t(red.reg)].dtype;
   if (rs.count == 0) {
     NX_CHECK(red.kind == ReduceOp::Sum || red.kind == ReduceOp::Mean, name_, ": ", reduce_op_name(red.kind),
              " over a zero-size axis has no identity; reduce over non-empty axes");
     for (int64_t o = 0; o < rs.outer; ++o)
-      store_reduced(outputs[0], o, red, reg, is_floating(reg) ? Acc{0.0} : Acc{.i = 0}, 0);
+      store_reduced(outputs[nside], o, red, reg, is_floating(reg) ? Acc{0.0} : Acc{.i = 0}, 0);
     return outputs;
   }
   const int64_t n = rs.reduced.shape.back();
+  for (size_t o = 0; o < nside; ++o)
+    NX_ASSERT(n == 1 || rs.reduced.strides[inputs.size() + o].back() == 1, "side outputs are contiguous");
   Variant v = inner_access(rs.reduced, inputs.size(), n);
   v.fn = variant(v.access);
   const int64_t chunks = (n + kern::kChunk - 1) / kern::kChunk;
   const int64_t per_out = rs.count / n * chunks;
-  const std::vector<Acc> partial = reduce_chunks(kernel_, v, rs, operands(inputs, {}), consts, chunks, per_out);
+  const std::vector<Acc> partial =
+      reduce_chunks(kernel_, v, rs, operands(inputs, {outputs.data(), nside}), consts, chunks, per_out);
   for (int64_t o = 0; o < rs.outer; ++o)
-    store_reduced(outputs[0], o, red, reg, combine(red, reg, &partial[size_t(o * per_out)], per_out), rs.count);
+    store_reduced(outputs[nside], o, red, reg, combine(red, reg, &partial[size_t(o * per_out)], per_out), rs.count);
   return outputs;
 }
 

@@ -54,7 +54,7 @@ class Program {
   std::vector<Tensor> run_elementwise(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
                                       const Shape& shape, std::vector<std::vector<int64_t>> st);
   std::vector<Tensor> run_reduce(const std::vector<Tensor>& inputs, const std::vector<double>& consts,
-                                 const Shape& shape, const std::vector<std::vector<int64_t>>& st);
+                                 const Shape& shape, std::vector<std::vector<int64_t>> st);
   // An elementwise kernel on the inputs' device, as one launch (render.h: CudaArgs).
   std::vector<Tensor> run_device(const std::vector<Tensor>& inputs, const std::vector<double>& consts, Device device);
   // A reduction with side outputs (a floating sum or mean over leading axes), row by row.

@@ -308,13 +308,15 @@ void emit_reduce_epilogue_cpp(const Out& o, bool sum) {
   }
 }
 
-// Reduction: the value at index j is a lambda the compiler inlines into the epilogue's loop.
+// Reduction: the value at index j is a lambda the compiler inlines into the epilogue's loop (a
+// full reduction with side outputs stores them there: every j is visited once).
 void emit_reduction(const Out& o) {
   const char* rt = reg_type(o.k.instrs[size_t(o.k.reduce.reg)].dtype);
   emit_signature(o, ", void* acc");
-  emit_setup(o, false);
+  emit_setup(o, true);
   o.os << "  auto value = [&](int64_t j) -> " << rt << " {\n";
   emit_body(o, "j", "    ");
+  emit_stores(o, "j");
   o.os << "    return " << r(o.k.reduce.reg) << ";\n  };\n";
   const bool sum = o.k.reduce.kind == ReduceOp::Sum || o.k.reduce.kind == ReduceOp::Mean;
   if (o.d == Dialect::Cuda) emit_reduce_epilogue_cuda(o, sum);
@@ -342,7 +344,7 @@ Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d
   const Out o{os, k, access, d, kDialects[int(d)], name, d == Dialect::Cuda && !k.has_reduce()};
   emit_preamble(o, key);
   if (!k.has_reduce()) emit_elementwise(o);
-  else if (k.has_side_outputs()) emit_reduce_rows(o);
+  else if (k.has_side_outputs() && !k.reduces_all()) emit_reduce_rows(o);
   else emit_reduction(o);
   return {name, os.str()};
 }

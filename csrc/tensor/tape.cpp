@@ -71,11 +71,16 @@ Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, B
   return out;
 }
 
+// The first gradient of a leaf becomes its .grad: taken as it is when nothing else holds it
+// (a fresh result of a backward rule, as PyTorch's AccumulateGrad steals), else copied.
 static void accumulate_leaf(TensorImpl* leaf, Tensor g) {
   Tensor self(std::shared_ptr<TensorImpl>(std::shared_ptr<TensorImpl>{}, leaf));
   if (g.dtype() != leaf->dtype) g = ops::astype(g, leaf->dtype);
   Tensor old = self.grad();
-  self.set_grad(old.defined() ? ops::add(old, g) : ops::contiguous(g, /*force_copy=*/true));
+  if (old.defined()) return self.set_grad(ops::add(old, g));
+  const bool sole =
+      g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !g.impl()->autograd && g.is_contiguous();
+  self.set_grad(sole ? std::move(g) : ops::contiguous(g, /*force_copy=*/true));
 }
 
 void backward(const Tensor& root, const Tensor& grad) {
@@ -119,7 +124,7 @@ void backward(const Tensor& root, const Tensor& grad) {
       if (e.leaf) {
         NX_ASSERT(grads[i].shape() == e.leaf->shape, n->name, ": gradient shape ", shape_str(grads[i].shape()),
                   " != input shape ", shape_str(e.leaf->shape));
-        accumulate_leaf(e.leaf.get(), grads[i]);
+        accumulate_leaf(e.leaf.get(), std::move(grads[i]));
         continue;
       }
       Tensor& slot = pending[e.node.get()];

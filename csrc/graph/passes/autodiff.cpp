@@ -316,7 +316,7 @@ bool graph_rule(GraphAlgebra& k, int node, const Node& fwd, int g, const std::ve
 
 }  // namespace
 
-void autodiff(Graph& g) {
+void autodiff(Graph& g, bool constant_seed) {
   NX_ASSERT(g.loss >= 0, "autodiff needs a loss value");
   const int n_forward = int(g.nodes().size());
   g.forward_end = n_forward;
@@ -341,7 +341,13 @@ void autodiff(Graph& g) {
     return sum;
   };
   const Value& loss = g.value(g.loss);
-  contrib[g.loss] = {g.add_node(OpKind::OnesLike, {g.loss}, {}, "loss", loss.shape, loss.dtype)};
+  if (constant_seed && loss.shape.empty()) {
+    Attrs one;
+    one.floats = {1.0};
+    contrib[g.loss] = {g.add_node(OpKind::Const, {}, one, "loss", {}, loss.dtype)};
+  } else {
+    contrib[g.loss] = {g.add_node(OpKind::OnesLike, {g.loss}, {}, "loss", loss.shape, loss.dtype)};
+  }
   for (int i = n_forward - 1; i >= 0; --i) {
     Node fwd = g.nodes()[size_t(i)];  // copy: add_node may reallocate
     if (!differentiable(fwd) || !needs[size_t(fwd.outputs[0])]) continue;

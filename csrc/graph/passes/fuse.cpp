@@ -19,6 +19,9 @@ struct Building {
   bool alive = true;
   Shape shape;
   std::vector<int> copies;  // nodes of other groups this one recomputes
+  int reduce = -1;          // the reduction node
+  bool sides = false;       // a full floating sum/mean (whole_graph): later independent nodes may join
+  bool read = false;        // a node outside has read one of its values (it must run before that node)
 };
 
 std::string node_label(const Graph& g, int i) {
@@ -32,8 +35,8 @@ std::string node_label(const Graph& g, int i) {
 // The groups being built, node by node, then turned into the plan's FusionGroups.
 class Partitioner {
  public:
-  Partitioner(const Graph& g, bool recompute)
-      : g_(g), nodes_(g.nodes()), group_of_(nodes_.size(), -1), recompute_(recompute) {}
+  Partitioner(const Graph& g, bool whole_graph)
+      : g_(g), nodes_(g.nodes()), group_of_(nodes_.size(), -1), whole_graph_(whole_graph) {}
 
   void visit(int i);
   std::vector<bool> used_outside(std::vector<int> roots) const;
@@ -58,6 +61,7 @@ class Partitioner {
     return group_of_[size_t(p)] == gi || std::count(c.begin(), c.end(), p);
   }
   std::vector<int> recompute_chain(int v, const Shape& shape) const;
+  bool reads_result_of(int i, int red) const;
   void add_elementwise(int i);
   std::vector<int> joinable_groups(int i, const Shape& shape);
   int merge_groups(const std::vector<int>& join, const Shape& shape);
@@ -70,7 +74,7 @@ class Partitioner {
   std::vector<Building> groups_;
   std::vector<int> group_of_;  // per node
   FusionPlan plan_;
-  const bool recompute_;
+  const bool whole_graph_;
   std::vector<int> pending_;  // the chains node i recomputes (joinable_groups), for its group
 };
 
@@ -80,7 +84,7 @@ class Partitioner {
 // outside the group is a graph input, parameter, buffer or constant. Empty when not.
 std::vector<int> Partitioner::recompute_chain(int v, const Shape& shape) const {
   const int gi = group_of_value(v);
-  if (!recompute_ || gi < 0 || !groups_[size_t(gi)].reduced || groups_[size_t(gi)].shape != shape) return {};
+  if (!whole_graph_ || gi < 0 || !groups_[size_t(gi)].reduced || groups_[size_t(gi)].shape != shape) return {};
   std::vector<int> chain, todo{producer(v)};
   while (!todo.empty()) {
     const int p = todo.back();
@@ -103,6 +107,24 @@ std::vector<int> Partitioner::recompute_chain(int v, const Shape& shape) const {
   return chain;
 }
 
+// Does node i depend on the value node `red` produces (through any path)?
+bool Partitioner::reads_result_of(int i, int red) const {
+  std::vector<int> todo{i}, seen;
+  while (!todo.empty()) {
+    const int m = todo.back();
+    todo.pop_back();
+    for (int v : nodes_[size_t(m)].inputs) {
+      const int p = producer(v);
+      if (p == red) return true;
+      if (p > red && !std::count(seen.begin(), seen.end(), p)) {  // earlier nodes cannot read it
+        seen.push_back(p);
+        todo.push_back(p);
+      }
+    }
+  }
+  return false;
+}
+
 void Partitioner::visit(int i) {
   const Node& n = nodes_[size_t(i)];
   if (is_fusable_elementwise(n.kind)) add_elementwise(i);
@@ -118,7 +140,7 @@ void Partitioner::add_elementwise(int i) {
   b.nodes.push_back(i);
   group_of_[size_t(i)] = target;
   for (int p : pending_)
-    if (!std::count(b.copies.begin(), b.copies.end(), p)) b.copies.push_back(p);
+    if (!std::count(b.copies.begin(), b.copies.end(), p) && group_of_[size_t(p)] != target) b.copies.push_back(p);
 }
 
 // The open groups of `shape` that produce node i's inputs; a refusal for each other one.
@@ -128,6 +150,12 @@ std::vector<int> Partitioner::joinable_groups(int i, const Shape& shape) {
     const int gi = group_of_value(v);
     if (gi < 0 || is_const(v) || std::count(join.begin(), join.end(), gi)) continue;
     const Building& b = groups_[size_t(gi)];
+    const bool joined_reduced =
+        std::any_of(join.begin(), join.end(), [&](int g) { return groups_[size_t(g)].reduced; });
+    if (!b.open && b.sides && !b.read && b.shape == shape && !joined_reduced && !reads_result_of(i, b.reduce)) {
+      join.insert(join.begin(), gi);  // a side node of the loss's kernel: merge into it
+      continue;
+    }
     if (!b.open) {
       if (const std::vector<int> chain = recompute_chain(v, shape); !chain.empty()) {
         pending_.insert(pending_.end(), chain.begin(), chain.end());
@@ -159,8 +187,8 @@ int Partitioner::merge_groups(const std::vector<int>& join, const Shape& shape) 
     auto& t = groups_[size_t(target)].nodes;
     t.insert(t.end(), o.nodes.begin(), o.nodes.end());
     auto& c = groups_[size_t(target)].copies;
-    for (int p : o.copies)
-      if (!std::count(c.begin(), c.end(), p)) c.push_back(p);
+    for (int p : o.copies)  // a copy of the target's own node is the node itself
+      if (!std::count(c.begin(), c.end(), p) && group_of_[size_t(p)] != target) c.push_back(p);
     o.nodes.clear();
     o.copies.clear();
     o.alive = false;
@@ -180,6 +208,10 @@ void Partitioner::add_reduction(int i) {
     b.nodes.push_back(i);
     b.reduced = true;
     b.open = false;
+    b.reduce = i;
+    const int64_t ndim = int64_t(in.shape.size());
+    b.sides = whole_graph_ && reduction_with_side_outputs(n.attrs.reduce, in.dtype, n.attrs.ints, ndim) &&
+              (n.attrs.ints.empty() || int64_t(n.attrs.ints.size()) == ndim);
     group_of_[size_t(i)] = gi;
   } else {
     plan_.refusals.push_back(
@@ -192,7 +224,7 @@ void Partitioner::add_reduction(int i) {
 void Partitioner::close_groups_read_by(int i) {
   for (int v : nodes_[size_t(i)].inputs) {
     const int gi = group_of_value(v);
-    if (gi >= 0 && gi != group_of_[size_t(i)]) groups_[size_t(gi)].open = false;
+    if (gi >= 0 && gi != group_of_[size_t(i)]) groups_[size_t(gi)].open = false, groups_[size_t(gi)].read = true;
   }
 }
 
@@ -217,7 +249,7 @@ void Partitioner::split_epilogues_read_outside(std::vector<bool>& used_outside) 
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     Building& b = groups_[gi];
     if (!b.alive || !b.reduced) continue;
-    const int red = b.nodes.back();
+    const int red = b.reduce;
     bool other = false;
     for (int m : b.nodes)
       if (m != red && used_outside[size_t(nodes_[size_t(m)].outputs[0])]) other = true;
@@ -228,8 +260,10 @@ void Partitioner::split_epilogues_read_outside(std::vector<bool>& used_outside) 
     plan_.refusals.push_back(str("cannot fuse ", node_label(g_, red), " into group ", gi,
                                  ": other values of the group are used outside it (only a floating sum or mean "
                                  "over leading axes also stores elementwise outputs)"));
+    NX_ASSERT(b.nodes.back() == red, "a reduction with side nodes after it is a full sum or mean");
     b.nodes.pop_back();
     b.reduced = false;
+    b.reduce = -1;
     group_of_[size_t(red)] = -1;
     used_outside[size_t(rn.inputs[0])] = true;
   }
@@ -276,7 +310,15 @@ FusionGroup Partitioner::emit(size_t gi, const std::vector<bool>& used_outside) 
     const int out = n.outputs[0];
     if (copy) continue;
     fg.bytes_unfused += g_.value_bytes(out, 1);
-    if (used_outside[size_t(out)]) {
+    if (used_outside[size_t(out)] && m != groups_[gi].reduce) {
+      fg.outputs.push_back(out);
+      fg.bytes_fused += g_.value_bytes(out, 1);
+    }
+  }
+  // The reduction's value comes last: the kernel always produces it (after any side outputs).
+  if (const int red = groups_[gi].reduce; red >= 0) {
+    const int out = nodes_[size_t(red)].outputs[0];
+    if (used_outside[size_t(out)] || !fg.outputs.empty()) {
       fg.outputs.push_back(out);
       fg.bytes_fused += g_.value_bytes(out, 1);
     }
@@ -305,15 +347,16 @@ int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch) {
 
 bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim) {
   const bool adds = reduce == ReduceOp::Sum || reduce == ReduceOp::Mean;
-  if (!adds || !is_floating(dtype) || axes.empty() || int64_t(axes.size()) >= ndim) return false;
+  if (!adds || !is_floating(dtype)) return false;
+  if (axes.empty() || int64_t(axes.size()) == ndim) return true;  // a full reduction, chunk by chunk
   for (size_t k = 0; k < axes.size(); ++k)
     if (axes[k] != int64_t(k)) return false;
   return true;
 }
 
-FusionPlan partition(const Graph& g, const std::vector<int>& roots, int begin, int end, bool recompute) {
+FusionPlan partition(const Graph& g, const std::vector<int>& roots, int begin, int end, bool whole_graph) {
   if (end < 0) end = int(g.nodes().size());
-  Partitioner p(g, recompute);
+  Partitioner p(g, whole_graph);
   for (int i = begin; i < end; ++i) p.visit(i);
   std::vector<bool> used_outside = p.used_outside(roots);
   p.split_epilogues_read_outside(used_outside);

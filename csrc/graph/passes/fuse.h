@@ -20,7 +20,7 @@ struct FusionGroup {
   std::vector<int> nodes;       // node indices, in graph order (elementwise ops, then maybe one Reduce)
   std::vector<int> recomputed;  // nodes of another group (ending in a reduction) whose values this
                                 // one computes again from their inputs rather than reading them
-                                // (partition's `recompute`); in graph order
+                                // (partition's `whole_graph`); in graph order
   std::vector<int> inputs;      // values read from outside the group (Const values excluded)
   std::vector<int> consts;      // values of Const nodes the group reads (inlined as constants)
   std::vector<int> outputs;     // values used after the group (or roots); a reduction group: its result
@@ -44,18 +44,22 @@ int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch);
 
 // Can a reduction `reduce` of a `dtype` value over `axes` of a rank-`ndim` shape also store its
 // group's elementwise values: a floating sum or mean over leading axes that keeps at least one
-// dim (a bias gradient). Its kernel then runs row by row.
+// dim (a bias gradient; its kernel then runs row by row), or over every axis (a loss; chunk by
+// chunk, storing as it reads).
 bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim);
 
 // Groups the nodes [begin, end) of g: maximal chains of elementwise/broadcast ops of one
 // iteration shape, each optionally closed by a reduction epilogue. `roots` are values needed
 // after the graph (outputs); g.output and g.loss count too. A pure function of the graph.
-// recompute: an elementwise node reading a value of a group that ended in a reduction (a loss's
-// forward chain, read by its backward) computes that value again in its own kernel from the
-// chain's inputs (graph inputs, parameters, constants; at most kMaxRecomputed nodes), so the
-// reduction's kernel stores nothing else. The same instructions run, so the bits are the same.
+// whole_graph (one plan for a whole traced program, nx.jit): a group whose epilogue is a floating
+// sum or mean over every axis (a loss) also takes the later elementwise nodes of its shape that
+// do not depend on that reduction (its backward), which its kernel stores as it reads; and an
+// elementwise node that still reads a value of a group ending in a reduction computes that value
+// again in its own kernel from the chain's inputs (graph inputs, parameters, constants; at most
+// kMaxRecomputed nodes), so the reduction's kernel stores nothing else. The same instructions
+// run either way, so the bits are the same.
 inline constexpr size_t kMaxRecomputed = 8;
 FusionPlan partition(const Graph& g, const std::vector<int>& roots, int begin = 0, int end = -1,
-                     bool recompute = false);
+                     bool whole_graph = false);
 
 }  // namespace nexus::graph
