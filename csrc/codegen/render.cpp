@@ -135,7 +135,13 @@ void header_comment(const Out& o, const std::string& key) {
   for (std::string line; std::getline(is, line);) os << "//   " << line << "\n";
 }
 
-// Declarations of inputs, outputs and hoisted constants; then the per-element body lines.
+// A load of a broadcast input (the same element all along the call's loop) in the C++ forms:
+// emit_setup reads it once (GCC does not hoist it past the stores, __restrict or not).
+bool hoisted(const Out& o, const Instr& in) {
+  return in.op == InstrOp::Load && !o.by_value && o.access[size_t(in.a)] == Access::Bcast;
+}
+
+// Declarations of inputs, outputs and hoisted constants and loads; then the per-element body lines.
 void emit_setup(const Out& o, bool outputs) {
   std::ostringstream& os = o.os;
   const FusedKernel& k = o.k;
@@ -152,9 +158,12 @@ void emit_setup(const Out& o, bool outputs) {
     }
   for (size_t i = 0; i < k.instrs.size(); ++i) {
     const Instr& in = k.instrs[i];
-    if (in.op != InstrOp::Const) continue;
-    os << "  const " << reg_type(in.dtype) << " " << r(int(i)) << " = "
-       << cast_expr(DType::Float64, in.dtype, "c[" + std::to_string(in.a) + "]") << ";\n";
+    if (in.op == InstrOp::Const)
+      os << "  const " << reg_type(in.dtype) << " " << r(int(i)) << " = "
+         << cast_expr(DType::Float64, in.dtype, "c[" + std::to_string(in.a) + "]") << ";\n";
+    else if (hoisted(o, in))  // one value for the whole call: read once, before the loop
+      os << "  const " << reg_type(in.dtype) << " " << r(int(i)) << " = "
+         << load_expr(in.dtype, "in" + std::to_string(in.a) + "[0]", o.d) << ";\n";
   }
 }
 
@@ -162,7 +171,7 @@ void emit_body(const Out& o, const std::string& idx, const char* indent) {
   const FusedKernel& k = o.k;
   for (size_t i = 0; i < k.instrs.size(); ++i) {
     const Instr& in = k.instrs[i];
-    if (in.op == InstrOp::Const) continue;
+    if (in.op == InstrOp::Const || hoisted(o, in)) continue;
     std::string e;
     if (in.op == InstrOp::Load) {
       const std::string a = "in" + std::to_string(in.a);
@@ -331,8 +340,11 @@ const std::string& cuda_args_fingerprint() {
 }
 
 const std::string& renderer_fingerprint() {
-  static const std::string fp =
-      Hasher().add(prelude(Dialect::Cpp)).add(prelude(Dialect::Cuda)).add("render v2 (ivdep)").hex();
+  static const std::string fp = Hasher()
+                                    .add(prelude(Dialect::Cpp))
+                                    .add(prelude(Dialect::Cuda))
+                                    .add("render v3 (ivdep, hoisted broadcasts)")
+                                    .hex();
   return fp;
 }
 
