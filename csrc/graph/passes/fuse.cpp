@@ -259,7 +259,7 @@ void Partitioner::split_epilogues_read_outside(std::vector<bool>& used_outside) 
       continue;
     plan_.refusals.push_back(str("cannot fuse ", node_label(g_, red), " into group ", gi,
                                  ": other values of the group are used outside it (only a floating sum or mean "
-                                 "over leading axes also stores elementwise outputs)"));
+                                 "over leading axes, or every axis, also stores elementwise outputs)"));
     NX_ASSERT(b.nodes.back() == red, "a reduction with side nodes after it is a full sum or mean");
     b.nodes.pop_back();
     b.reduced = false;
