@@ -19,6 +19,8 @@ DType reduce_result_dtype(ReduceOp r, DType in) {
   return in;
 }
 
+bool FusedKernel::reduces_all() const { return has_reduce() && graph::reduces_every_axis(reduce.axes, ndim); }
+
 DType FusedKernel::output_dtype(size_t k) const {
   if (has_reduce() && k == outputs.size()) return reduce.dtype;
   return instrs.at(size_t(outputs.at(k))).dtype;

@@ -57,7 +57,7 @@ struct FusedKernel {
   bool has_reduce() const { return reduce.kind != ReduceOp::None; }
   DType output_dtype(size_t k) const;
   bool has_side_outputs() const { return has_reduce() && !outputs.empty(); }
-  bool reduces_all() const { return has_reduce() && (reduce.axes.empty() || int(reduce.axes.size()) == ndim); }
+  bool reduces_all() const;  // a reduction over every axis
   size_t num_outputs() const { return outputs.size() + (has_reduce() ? 1 : 0); }
 
   // Checks that registers are defined before use, dtypes are consistent and arithmetic runs on

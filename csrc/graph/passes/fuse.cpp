@@ -210,8 +210,8 @@ void Partitioner::add_reduction(int i) {
     b.open = false;
     b.reduce = i;
     const int64_t ndim = int64_t(in.shape.size());
-    b.sides = whole_graph_ && reduction_with_side_outputs(n.attrs.reduce, in.dtype, n.attrs.ints, ndim) &&
-              (n.attrs.ints.empty() || int64_t(n.attrs.ints.size()) == ndim);
+    b.sides = whole_graph_ && reduces_every_axis(n.attrs.ints, ndim) &&
+              reduction_with_side_outputs(n.attrs.reduce, in.dtype, n.attrs.ints, ndim);
     group_of_[size_t(i)] = gi;
   } else {
     plan_.refusals.push_back(
@@ -348,7 +348,7 @@ int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch) {
 bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim) {
   const bool adds = reduce == ReduceOp::Sum || reduce == ReduceOp::Mean;
   if (!adds || !is_floating(dtype)) return false;
-  if (axes.empty() || int64_t(axes.size()) == ndim) return true;  // a full reduction, chunk by chunk
+  if (reduces_every_axis(axes, ndim)) return true;  // a full reduction, chunk by chunk
   for (size_t k = 0; k < axes.size(); ++k)
     if (axes[k] != int64_t(k)) return false;
   return true;

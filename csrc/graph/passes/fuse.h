@@ -46,6 +46,11 @@ int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch);
 // group's elementwise values: a floating sum or mean over leading axes that keeps at least one
 // dim (a bias gradient; its kernel then runs row by row), or over every axis (a loss; chunk by
 // chunk, storing as it reads).
+// Does a reduction over `axes` (empty: all) reduce every axis of a rank-`ndim` shape?
+inline bool reduces_every_axis(const std::vector<int64_t>& axes, int64_t ndim) {
+  return axes.empty() || int64_t(axes.size()) == ndim;
+}
+
 bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim);
 
 // Groups the nodes [begin, end) of g: maximal chains of elementwise/broadcast ops of one
