@@ -72,14 +72,15 @@ def check_csv(nx, path: str, rows: int = 20000) -> None:
     print(f"check: the first {rows} rows equal to the csv module's (floats bit for bit)")
 
 
-def peer(module: str, reader: str):
-    """``module.reader`` as a function of the path, or None where the module is not installed."""
+def peer(module: str, reader: str, **kwargs):
+    """``module.reader(path, **kwargs)`` as a function of the path, or None where the module is
+    not installed."""
     import importlib
     try:
         fn = getattr(importlib.import_module(module), reader)
     except ImportError:
         return None
-    return lambda p: fn(p)
+    return lambda p: fn(p, **kwargs)
 
 
 def csv_readers():
@@ -108,11 +109,7 @@ def readers(threads: int):
     import nexus as nx
     nx.set_num_threads(threads)
     out["nexus"] = lambda p: nx.data.read_jsonl(p)
-    try:
-        import polars as pl
-        out["polars"] = lambda p: pl.read_ndjson(p)
-    except ImportError:
-        out["polars"] = None
+    out["polars"] = peer("polars", "read_ndjson")
     try:
         import pyarrow
         import pyarrow.json as pj
@@ -121,11 +118,7 @@ def readers(threads: int):
         out["pyarrow"] = lambda p: pj.read_json(p)
     except ImportError:
         out["pyarrow"] = None
-    try:
-        import pandas as pd
-        out["pandas"] = lambda p: pd.read_json(p, lines=True)
-    except ImportError:
-        out["pandas"] = None
+    out["pandas"] = peer("pandas", "read_json", lines=True)
     try:
         import numpy as np
         import orjson
