@@ -8,7 +8,7 @@ The metric column is GFLOP/s for matmul/conv and effective GB/s (bytes read + wr
 the memory-bound ops. The issue's bars are printed under the table with PASS/MISS.
 
 With torch importable, a second table sweeps conv2d shapes (kernel 1..7, stride 1..2, padding
-0..3, channels 1..256, inputs from 1xN to 64x64, batch 1..128): forward + backward (dx, dw and
+0..3, channels 1..256, inputs from 1xN to 64x64, batch 1..128, grouped and depthwise): forward + backward (dx, dw and
 dbias) and forward alone, Nexus vs PyTorch eager, results and gradients checked against torch
 first; ratio = torch time / Nexus time, with their geometric mean (`--no-conv-sweep` skips it).
 """
@@ -20,7 +20,7 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -122,66 +122,90 @@ def make_cases(quick, rng):
     return cases
 
 
-# (batch, in channels, height, width, out channels, kernel, stride, padding, what it stands for)
+class ConvCase(NamedTuple):
+    """One conv2d sweep row: input (n, c, h, w), k output channels, kernel/stride/padding (an int or a
+    pair), what the shape stands for, and the channel groups (c: depthwise)."""
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    kernel: int | tuple
+    stride: int | tuple
+    padding: int | tuple
+    what: str
+    groups: int = 1
+
+
 CONV_SWEEP = [
-    (100, 1, 1, 40, 25, (1, 5), (1, 2), (0, 2), "1xN signal, 5-tap, stride 2"),
-    (100, 25, 1, 20, 25, (1, 3), (1, 2), (0, 1), "1xN signal, 3-tap, stride 2"),
-    (64, 1, 28, 28, 6, 5, 1, 2, "LeNet conv1"),
-    (64, 6, 14, 14, 16, 5, 1, 0, "LeNet conv2"),
-    (32, 3, 32, 32, 16, 3, 1, 1, "ResNet stem"),
-    (32, 16, 32, 32, 16, 3, 1, 1, "ResNet 16->16"),
-    (1, 16, 32, 32, 16, 3, 1, 1, "ResNet 16->16, batch 1"),
-    (32, 16, 32, 32, 32, 3, 2, 1, "ResNet downsample 3x3"),
-    (32, 16, 32, 32, 32, 1, 2, 0, "ResNet downsample 1x1"),
-    (32, 32, 16, 16, 32, 3, 1, 1, "ResNet 32->32"),
-    (32, 64, 8, 8, 64, 3, 1, 1, "ResNet 64->64"),
-    (128, 32, 8, 8, 64, 3, 1, 1, "batch 128"),
-    (8, 3, 64, 64, 32, 7, 2, 3, "7x7 stem, stride 2, padding 3"),
-    (8, 64, 56, 56, 64, 3, 1, 1, "ResNet-18 stage 1"),
-    (8, 128, 28, 28, 128, 3, 1, 1, "ResNet-18 stage 2"),
-    (8, 256, 14, 14, 256, 3, 1, 1, "ResNet-18 stage 3"),
-    (8, 64, 28, 28, 256, 1, 1, 0, "pointwise 64->256"),
-    (8, 256, 14, 14, 64, 1, 1, 0, "pointwise 256->64"),
-    (16, 32, 24, 24, 48, (2, 4), (2, 1), (1, 2), "non-square kernel, mixed stride"),
+    ConvCase(100, 1, 1, 40, 25, (1, 5), (1, 2), (0, 2), "1xN signal, 5-tap, stride 2"),
+    ConvCase(100, 25, 1, 20, 25, (1, 3), (1, 2), (0, 1), "1xN signal, 3-tap, stride 2"),
+    ConvCase(64, 1, 28, 28, 6, 5, 1, 2, "LeNet conv1"),
+    ConvCase(64, 6, 14, 14, 16, 5, 1, 0, "LeNet conv2"),
+    ConvCase(32, 3, 32, 32, 16, 3, 1, 1, "ResNet stem"),
+    ConvCase(32, 16, 32, 32, 16, 3, 1, 1, "ResNet 16->16"),
+    ConvCase(1, 16, 32, 32, 16, 3, 1, 1, "ResNet 16->16, batch 1"),
+    ConvCase(32, 16, 32, 32, 32, 3, 2, 1, "ResNet downsample 3x3"),
+    ConvCase(32, 16, 32, 32, 32, 1, 2, 0, "ResNet downsample 1x1"),
+    ConvCase(32, 32, 16, 16, 32, 3, 1, 1, "ResNet 32->32"),
+    ConvCase(32, 64, 8, 8, 64, 3, 1, 1, "ResNet 64->64"),
+    ConvCase(128, 32, 8, 8, 64, 3, 1, 1, "batch 128"),
+    ConvCase(8, 3, 64, 64, 32, 7, 2, 3, "7x7 stem, stride 2, padding 3"),
+    ConvCase(8, 64, 56, 56, 64, 3, 1, 1, "ResNet-18 stage 1"),
+    ConvCase(8, 128, 28, 28, 128, 3, 1, 1, "ResNet-18 stage 2"),
+    ConvCase(8, 256, 14, 14, 256, 3, 1, 1, "ResNet-18 stage 3"),
+    ConvCase(8, 64, 28, 28, 256, 1, 1, 0, "pointwise 64->256"),
+    ConvCase(8, 256, 14, 14, 64, 1, 1, 0, "pointwise 256->64"),
+    ConvCase(16, 32, 24, 24, 48, (2, 4), (2, 1), (1, 2), "non-square kernel, mixed stride"),
+    ConvCase(8, 32, 56, 56, 32, 3, 1, 1, "depthwise 3x3 (MobileNet)", groups=32),
+    ConvCase(8, 64, 56, 56, 64, 3, 2, 1, "depthwise 3x3, stride 2", groups=64),
+    ConvCase(8, 256, 14, 14, 256, 3, 1, 1, "depthwise 3x3, 256 channels", groups=256),
+    ConvCase(8, 96, 28, 28, 96, 5, 1, 2, "depthwise 5x5 (EfficientNet)", groups=96),
+    ConvCase(1, 128, 28, 28, 128, 3, 1, 1, "depthwise 3x3, batch 1", groups=128),
+    ConvCase(16, 16, 32, 32, 32, 3, 1, 1, "depthwise, channel multiplier 2", groups=16),
+    ConvCase(8, 128, 28, 28, 128, 3, 1, 1, "grouped 3x3, 32 groups (ResNeXt)", groups=32),
+    ConvCase(8, 64, 28, 28, 128, 3, 1, 1, "grouped 3x3, 2 groups", groups=2),
 ]
 
 
-def conv_row(spec, quick: bool, timing: dict, rng) -> tuple[list, float, float]:
+
+def conv_row(spec: ConvCase, quick: bool, timing: dict, rng) -> tuple[list, float, float]:
     """One sweep row: (table row, forward + backward ratio, forward ratio), torch time / Nexus time."""
-    n, c, h, w, k, kernel, stride, pad, what = spec
+    n, c, h, w, k, kernel, stride, pad, what, groups = spec
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
     n = min(n, 8) if quick else n
+    cg = c // groups
     x = rng.standard_normal((n, c, h, w), dtype=np.float32)
-    wt = rng.standard_normal((k, c, kh, kw), dtype=np.float32) / np.float32(np.sqrt(c * kh * kw))
+    wt = rng.standard_normal((k, cg, kh, kw), dtype=np.float32) / np.float32(np.sqrt(cg * kh * kw))
     b = rng.standard_normal(k, dtype=np.float32)
     tx, tw, tb = (torch.from_numpy(a).requires_grad_() for a in (x, wt, b))
     nx_x, nx_w, nx_b = (nx.tensor(a, requires_grad=True) for a in (x, wt, b))
-    dy = rng.standard_normal(tuple(F.conv2d(tx, tw, tb, stride, pad).shape), dtype=np.float32)
+    dy = rng.standard_normal(tuple(F.conv2d(tx, tw, tb, stride, pad, 1, groups).shape), dtype=np.float32)
     t_dy, nx_dy = torch.from_numpy(dy), nx.tensor(dy)
 
     def torch_step():
         tx.grad = tw.grad = tb.grad = None
-        F.conv2d(tx, tw, tb, stride, pad).backward(t_dy)
+        F.conv2d(tx, tw, tb, stride, pad, 1, groups).backward(t_dy)
 
     def nexus_step():
         nx_x.grad = nx_w.grad = nx_b.grad = None
-        nx.conv2d(nx_x, nx_w, nx_b, stride=stride, padding=pad).backward(nx_dy)
+        nx.conv2d(nx_x, nx_w, nx_b, stride=stride, padding=pad, groups=groups).backward(nx_dy)
 
     torch_step()
     nexus_step()
     name = f"conv2d {what}"
-    check(f"{name} y", nx.conv2d(nx_x, nx_w, nx_b, stride=stride, padding=pad).numpy(),
-          F.conv2d(tx, tw, tb, stride, pad).detach().numpy(), 1e-4, 1e-4)
+    check(f"{name} y", nx.conv2d(nx_x, nx_w, nx_b, stride=stride, padding=pad, groups=groups).numpy(),
+          F.conv2d(tx, tw, tb, stride, pad, 1, groups).detach().numpy(), 1e-4, 1e-4)
     for label, ours, peer in (("dx", nx_x, tx), ("dw", nx_w, tw), ("dbias", nx_b, tb)):
         ref = peer.grad.numpy()  # sums of up to batch*pixels float32 products: tolerance by their scale
         check(f"{name} {label}", ours.grad.numpy(), ref, 1e-3, 1e-5 * float(np.abs(ref).max()) + 1e-4)
     x_in, w_in, b_in = nx_x.detach(), nx_w.detach(), nx_b.detach()
     px, pw, pb = tx.detach(), tw.detach(), tb.detach()
     t_t, t_n, f_t, f_n = [r["median"] for r in bench_interleaved(
-        [torch_step, nexus_step, lambda: F.conv2d(px, pw, pb, stride, pad),
-         lambda: nx.conv2d(x_in, w_in, b_in, stride=stride, padding=pad)], **timing)]
-    row = [what, f"{n}x{c}x{h}x{w}", f"{k}x{c}x{kh}x{kw}", str(stride), str(pad), fmt_ms(t_t), fmt_ms(t_n),
-           f"{t_t / t_n:.2f}x", fmt_ms(f_t), fmt_ms(f_n), f"{f_t / f_n:.2f}x"]
+        [torch_step, nexus_step, lambda: F.conv2d(px, pw, pb, stride, pad, 1, groups),
+         lambda: nx.conv2d(x_in, w_in, b_in, stride=stride, padding=pad, groups=groups)], **timing)]
+    row = [what, f"{n}x{c}x{h}x{w}", f"{k}x{cg}x{kh}x{kw}", str(stride), str(pad), str(groups), fmt_ms(t_t),
+           fmt_ms(t_n), f"{t_t / t_n:.2f}x", fmt_ms(f_t), fmt_ms(f_n), f"{f_t / f_n:.2f}x"]
     return row, t_t / t_n, f_t / f_n
 
 
@@ -196,12 +220,11 @@ def conv_sweep(quick: bool) -> None:
         both.append(ratio)
         fwd.append(fwd_ratio)
     print("\n## conv2d sweep: forward + backward and forward alone, torch eager vs Nexus (float32)\n")
-    table(rows, ["shape", "input", "weight", "stride", "padding", "torch ms", "nexus ms", "ratio",
+    table(rows, ["shape", "input", "weight", "stride", "padding", "groups", "torch ms", "nexus ms", "ratio",
                  "fwd torch ms", "fwd nexus ms", "fwd ratio"])
     geo = lambda r: float(np.exp(np.mean(np.log(r))))  # noqa: E731
     print(f"\nGeometric mean (torch / nexus): forward + backward {geo(both):.2f}x, forward {geo(fwd):.2f}x; "
-          f"rows below 1.0x: {sum(r < 1.0 for r in both)} of {len(both)} (forward + backward). "
-          "Grouped and depthwise convolutions are not in the sweep: nx.conv2d has no groups yet.")
+          f"rows below 1.0x: {sum(r < 1.0 for r in both)} of {len(both)} (forward + backward).")
 
 
 def header(args, thread_notes):

@@ -36,6 +36,9 @@ struct ConvSizes {
 };
 
 ConvSizes conv_sizes(const ops::Conv2dGeometry& g) {
+  if (g.groups != 1)
+    throw NotImplementedError(str("conv2d with groups=", g.groups,
+                                  " has no CUDA kernel yet; run grouped and depthwise convolutions on the CPU"));
   const int64_t pixels = g.out_h() * g.out_w();
   return {g.c * g.kh * g.kw, pixels, g.c * g.h * g.w, g.k * pixels};
 }

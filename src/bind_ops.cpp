@@ -79,10 +79,10 @@ void bind_ops(py::module_& m) {
   m.attr("REDUCTIONS") = py::tuple(py::cast(std::vector(std::begin(kReductions), std::end(kReductions))));
   m.def(
       "conv2d",
-      [](const Tensor& x, const Tensor& w, const OptTensor& b, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
-        return ops::conv2d(x, w, opt(b), sh, sw, ph, pw);
-      },
-      nogil);
+      [](const Tensor& x, const Tensor& w, const OptTensor& b, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+         int64_t groups) { return ops::conv2d(x, w, opt(b), sh, sw, ph, pw, groups); },
+      py::arg("x"), py::arg("w"), py::arg("b"), py::arg("sh"), py::arg("sw"), py::arg("ph"), py::arg("pw"),
+      py::arg("groups") = 1, nogil);
   m.def("max_pool2d", &ops::max_pool2d, nogil);
   m.def("avg_pool2d", &ops::avg_pool2d, nogil);
   m.def("dropout", &ops::dropout, nogil);

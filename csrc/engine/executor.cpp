@@ -47,7 +47,7 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
       if (!shape.empty() && shape[0] == kBatch) shape[0] = in[0].shape()[0];
       return ops::reshape(in[0], shape);
     }
-    case OpKind::Conv2d: return ops::conv2d(in[0], in[1], opt(in, 2), I[0], I[1], I[2], I[3]);
+    case OpKind::Conv2d: return ops::conv2d(in[0], in[1], opt(in, 2), I[0], I[1], I[2], I[3], I[4]);
     case OpKind::MaxPool2d: return ops::max_pool2d(in[0], I[0], I[1], I[2], I[3]);
     case OpKind::AvgPool2d: return ops::avg_pool2d(in[0], I[0], I[1], I[2], I[3]);
     // Dropout and BatchNorm follow the pass's mode unless the node fixes it (ints[0], nx.jit).

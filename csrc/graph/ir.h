@@ -26,7 +26,7 @@ enum class OpKind : uint8_t {
   Binary,
   MatMul,
   Reshape,
-  Conv2d,
+  Conv2d,  // (x, w[, bias]), ints: stride_h, stride_w, pad_h, pad_w, groups
   MaxPool2d,
   AvgPool2d,
   Dropout,

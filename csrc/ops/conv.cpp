@@ -20,9 +20,12 @@ static int64_t padded(int64_t h, int64_t pad, const char* op) {
 
 void check_conv2d(const Conv2dGeometry& g, const char* op) {
   NX_CHECK(g.n >= 0, op, ": batch size must be non-negative, got ", g.n);
+  NX_CHECK(g.groups > 0, op, ": groups must be positive, got ", g.groups);
   NX_CHECK(g.c > 0 && g.h > 0 && g.w > 0 && g.k > 0 && g.kh > 0 && g.kw > 0, op,
            ": sizes must be positive, got input (", g.n, ", ", g.c, ", ", g.h, ", ", g.w, ") and weight (", g.k, ", ",
-           g.c, ", ", g.kh, ", ", g.kw, ")");
+           g.c_per_group(), ", ", g.kh, ", ", g.kw, ")");
+  NX_CHECK(g.c % g.groups == 0 && g.k % g.groups == 0, op, ": groups=", g.groups, " must divide both the ", g.c,
+           " input channels and the ", g.k, " output channels");
   NX_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive, got ", pair_str(g.stride_h, g.stride_w));
   NX_CHECK(g.pad_h >= 0 && g.pad_w >= 0, op, ": padding must be non-negative, got ", pair_str(g.pad_h, g.pad_w));
   const int64_t ph = padded(g.h, g.pad_h, op), pw = padded(g.w, g.pad_w, op);
@@ -49,18 +52,27 @@ static void check_nchw(const Tensor& x, const char* op) {
   NX_CHECK_TYPE(is_floating(x.dtype()), op, ": expected a floating-point input, got ", dtype_name(x.dtype()));
 }
 
+Conv2dGeometry conv2d_geometry(const Shape& x, const Shape& w, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                               int64_t pad_w, int64_t groups) {
+  NX_CHECK(x.size() == 4, "conv2d: input must be 4-D (N, C, H, W), got shape ", shape_str(x));
+  NX_CHECK(w.size() == 4, "conv2d: weight must be 4-D (K, C / groups, KH, KW), got shape ", shape_str(w));
+  NX_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
+  int64_t expected = 0;
+  NX_CHECK(checked_mul(w[1], groups, &expected) && expected == x[1], "conv2d: weight of shape ", shape_str(w),
+           " with groups=", groups, " expects ", w[1], " x ", groups, " input channels, but the input of shape ",
+           shape_str(x), " has ", x[1]);
+  Conv2dGeometry g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], stride_h, stride_w, pad_h, pad_w, groups};
+  check_conv2d(g, "conv2d");
+  return g;
+}
+
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
-              int64_t pad_w) {
+              int64_t pad_w, int64_t groups) {
   check_nchw(x, "conv2d");
   const Device dev = common_device("conv2d", {x, w, bias});
-  NX_CHECK(w.ndim() == 4, "conv2d: weight must be 4-D (K, C, KH, KW), got shape ", shape_str(w.shape()));
-  NX_CHECK(w.shape()[1] == x.shape()[1], "conv2d: weight of shape ", shape_str(w.shape()), " expects ", w.shape()[1],
-           " input channels, but the input of shape ", shape_str(x.shape()), " has ", x.shape()[1]);
+  const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), stride_h, stride_w, pad_h, pad_w, groups);
   NX_CHECK(!bias.defined() || bias.shape() == Shape{w.shape()[0]}, "conv2d: bias of shape ",
            shape_str(bias.defined() ? bias.shape() : Shape{}), " must have shape (", w.shape()[0], ",)");
-  Conv2dGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0], w.shape()[2],
-                   w.shape()[3], stride_h,     stride_w,     pad_h,        pad_w};
-  check_conv2d(g, "conv2d");
   DType dt = promote_types(x.dtype(), w.dtype());
   DType cdt = compute_dtype(dt);
   Tensor xc = contiguous(cast(x.detach(), cdt)), wc = contiguous(cast(w.detach(), cdt));

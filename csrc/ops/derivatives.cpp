@@ -193,12 +193,10 @@ Grads conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv
   return {need[0] ? cast(dx, x.dtype()) : dx, need[1] ? cast(dw, w.dtype()) : dw, db};
 }
 
-Grads conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const std::vector<int64_t>& stride_pad,
+Grads conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const std::vector<int64_t>& ints,
                   const Needs& need) {
-  const Shape &xs = x.shape(), &ws = w.shape();
-  Conv2dGeometry g{xs[0], xs[1],         xs[2],         xs[3],         ws[0],        ws[2],
-                   ws[3], stride_pad[0], stride_pad[1], stride_pad[2], stride_pad[3]};
-  return conv2d_grad(gy, x, w, g, need);
+  return conv2d_grad(gy, x, w, conv2d_geometry(x.shape(), w.shape(), ints[0], ints[1], ints[2], ints[3], ints[4]),
+                     need);
 }
 
 BackwardFn conv2d(const Tensor& x_in, const Tensor& w_in, const Conv2dGeometry& g) {

@@ -44,9 +44,9 @@ BackwardFn cross_entropy(const Tensor& x, const Tensor& labels, const Tensor& st
 // the eager op kept (max_pool2d's argmax, cross_entropy's statistics).
 std::vector<Tensor> conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dGeometry& g,
                                 const std::vector<bool>& need);
-// stride_pad: stride_h, stride_w, pad_h, pad_w
-std::vector<Tensor> conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w,
-                                const std::vector<int64_t>& stride_pad, const std::vector<bool>& need);
+// ints: the Conv2d node's stride_h, stride_w, pad_h, pad_w, groups
+std::vector<Tensor> conv2d_grad(const Tensor& gy, const Tensor& x, const Tensor& w, const std::vector<int64_t>& ints,
+                                const std::vector<bool>& need);
 Tensor max_pool2d_grad(const Tensor& gy, const Tensor& argmax, const Pool2dGeometry& g);
 Tensor max_pool2d_grad(const Tensor& gy, const Tensor& x, const std::vector<int64_t>& window);  // kh, kw, sh, sw
 Tensor avg_pool2d_grad(const Tensor& gy, const Pool2dGeometry& g);

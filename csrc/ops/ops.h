@@ -78,8 +78,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // The reductions a loss takes, as torch's reduction='none' | 'mean' | 'sum'.
 inline constexpr ReduceOp kLossReductions[] = {ReduceOp::None, ReduceOp::Mean, ReduceOp::Sum};
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduction);
+// groups: channels split into independent convolutions (the weight is (K, C / groups, KH, KW))
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
-              int64_t pad_w);
+              int64_t pad_w, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
 Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
 Tensor dropout(const Tensor& x, double p, bool training);

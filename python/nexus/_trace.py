@@ -192,7 +192,7 @@ def _lower(name: str, a: tuple, out: Tensor) -> _Node:
     if name == "matmul":
         return _Node(_K.matmul, a[:2])
     if name == "conv2d":
-        return _Node(_K.conv2d, a[:2], ints=a[3:7], optional=[a[2]])
+        return _Node(_K.conv2d, a[:2], ints=a[3:8], optional=[a[2]])
     if name in ("reshape", "expand"):  # the resolved shape (-1 filled in)
         return _Node(_K.reshape if name == "reshape" else _K.expand, [a[0]], ints=_shape_of(out))
     if name == "permute":

@@ -433,11 +433,36 @@ def _two(v, name: str) -> tuple[int, int]:
     return int(v[0]), int(v[1])
 
 
-def conv2d(x, w, b=None, stride=1, padding=0) -> Tensor:
-    """2-D convolution (cross-correlation, as torch's) of NCHW ``x`` with (K, C, KH, KW) ``w``."""
+def conv2d(x, w, b=None, stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
+           groups: int = 1) -> Tensor:
+    """2-D convolution (cross-correlation, as torch's) of NCHW ``x`` with (K, C / groups, KH, KW) ``w``.
+
+    Parameters:
+        x: the input, (N, C, H, W), float32 or float64.
+        w: the kernels, (K, C / groups, KH, KW).
+        b: an optional bias of shape (K,).
+        stride, padding: an int or a pair (h, w); the padding is zeros on both sides.
+        groups: split the channels into this many independent convolutions, as torch's: output
+            channels ``[q*K/groups, (q+1)*K/groups)`` see input channels ``[q*C/groups, (q+1)*C/groups)``
+            only. ``groups=C`` with ``K = m*C`` is a depthwise convolution (channel multiplier m).
+
+    Returns the (N, K, OH, OW) output; ``OH = (H + 2*padding - KH) // stride + 1``.
+
+    Raises ValueError for shapes that do not fit (the weight's channels times ``groups`` must be
+    C, and ``groups`` must divide K), a negative padding, a stride below 1 or a kernel larger than
+    the padded input; TypeError for a non-floating input.
+
+    Example:
+        >>> x = nx.randn(8, 32, 28, 28)
+        >>> depthwise = nx.randn(32, 1, 3, 3)
+        >>> nx.conv2d(x, depthwise, padding=1, groups=32).shape
+        (8, 32, 28, 28)
+    """
     sh, sw = _two(stride, "conv2d: stride")
     ph, pw = _two(padding, "conv2d: padding")
-    return _C.conv2d(_as_tensor(x), _as_tensor(w), None if b is None else _as_tensor(b), sh, sw, ph, pw)
+    if not isinstance(groups, (numbers.Integral, np.integer)) or isinstance(groups, bool):
+        raise TypeError(f"conv2d: groups must be an int, got {type(groups).__name__}")
+    return _C.conv2d(_as_tensor(x), _as_tensor(w), None if b is None else _as_tensor(b), sh, sw, ph, pw, int(groups))
 
 
 def _pool_args(kernel_size, stride, name):

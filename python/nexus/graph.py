@@ -199,14 +199,20 @@ class GraphBuilder:
 
     @_transaction
     def conv2d(self, filters: int, kernel_size, stride=1, padding="valid", activation=None,
-               name: str | None = None) -> "GraphBuilder":
+               name: str | None = None, groups: int = 1) -> "GraphBuilder":
         """A 2-D convolution over NCHW input; ``kernel_size``, ``stride``: an int or a pair;
-        ``padding``: "valid", "same" (stride 1, odd kernel) or an int or pair."""
+        ``padding``: "valid", "same" (stride 1, odd kernel) or an int or pair; ``groups``: the
+        channels split into independent convolutions (as Keras' and torch's: it must divide the
+        input channels and ``filters``; ``groups`` = input channels is a depthwise convolution).
+
+        Example:
+            >>> g.conv2d(32, 3, padding="same", groups=32, activation="relu")  # depthwise
+        """
         e, at = self._entry("conv2d", name)
         e.update(filters=_args.integer(at, "filters", filters),
                  kernel_size=_args.pair(at, "kernel_size", kernel_size),
                  stride=_args.pair(at, "stride", stride), padding=_args.padding(at, padding),
-                 activation=_activation(at, activation))
+                 activation=_activation(at, activation), groups=_args.integer(at, "groups", groups))
         return self._apply(e)
 
     @_transaction
@@ -578,10 +584,15 @@ class GraphBuilder:
             ph, pw = pad
         else:
             raise ValueError(f"layer '{name}' (conv2d): padding must be 'valid', 'same' or an int, got {pad!r}")
-        k = e["filters"]
-        w = self._param(name, "weight", self._init(name, c * kh * kw, k * kh * kw, (k, c, kh, kw), e["activation"]))
+        k, groups = e["filters"], e["groups"]
+        if c % groups or k % groups:
+            raise ValueError(f"layer '{name}' (conv2d): groups={groups} must divide both the {c} input "
+                             f"channels and the {k} filters")
+        cg = c // groups
+        w = self._param(name, "weight",
+                        self._init(name, cg * kh * kw, k // groups * kh * kw, (k, cg, kh, kw), e["activation"]))
         b = self._param(name, "bias", np.zeros(k))
-        y = self._node(_K.conv2d, [x, w, b], name, ints=[sh, sw, ph, pw])
+        y = self._node(_K.conv2d, [x, w, b], name, ints=[sh, sw, ph, pw, groups])
         return self._act(y, e["activation"], name)
 
     def _pool(self, kind, e):

@@ -560,11 +560,13 @@ template <class T> std::vector<T> uniform_values(std::mt19937& rng, int64_t n) {
 }
 
 // y[b, k, oh, ow] = bias[k] + sum over c, i, j of x[b, c, oh*sh - ph + i, ow*sw - pw + j] * w[k, c, i, j]
-// (0 outside the input), in long double.
+// (0 outside the input), in long double; c runs over output channel k's group only.
 struct ConvCase {
-  int64_t n, c, h, w, k, kh, kw, sh, sw, ph, pw;
+  int64_t n, c, h, w, k, kh, kw, sh, sw, ph, pw, groups = 1;
   int64_t out_h() const { return (h + 2 * ph - kh) / sh + 1; }
   int64_t out_w() const { return (w + 2 * pw - kw) / sw + 1; }
+  int64_t cg() const { return c / groups; }                                           // the weight's second dimension
+  int64_t first_channel(int64_t k_out) const { return k_out / (k / groups) * cg(); }  // of k_out's group
 };
 
 template <class T> std::vector<T> conv_reference(const ConvCase& g, const std::vector<T>& x, const std::vector<T>& w,
@@ -576,13 +578,13 @@ template <class T> std::vector<T> conv_reference(const ConvCase& g, const std::v
       for (int64_t oh = 0; oh < oh_n; ++oh)
         for (int64_t ow = 0; ow < ow_n; ++ow) {
           long double acc = bias.empty() ? 0 : bias[size_t(k)];
-          for (int64_t c = 0; c < g.c; ++c)
+          for (int64_t cl = 0; cl < g.cg(); ++cl)
             for (int64_t i = 0; i < g.kh; ++i)
               for (int64_t j = 0; j < g.kw; ++j) {
                 const int64_t ih = oh * g.sh - g.ph + i, iw = ow * g.sw - g.pw + j;
                 if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
-                acc += (long double)x[size_t(((b * g.c + c) * g.h + ih) * g.w + iw)] *
-                       w[size_t(((k * g.c + c) * g.kh + i) * g.kw + j)];
+                acc += (long double)x[size_t(((b * g.c + g.first_channel(k) + cl) * g.h + ih) * g.w + iw)] *
+                       w[size_t(((k * g.cg() + cl) * g.kh + i) * g.kw + j)];
               }
           y[size_t(((b * g.k + k) * oh_n + oh) * ow_n + ow)] = T(acc);
         }
@@ -592,18 +594,19 @@ template <class T> std::vector<T> conv_reference(const ConvCase& g, const std::v
 template <class T> void check_conv2d(const ConvCase& g, bool with_bias) {
   std::mt19937 rng(41);
   auto random = [&](int64_t n) { return uniform_values<T>(rng, n); };
-  const std::vector<T> x = random(g.n * g.c * g.h * g.w), w = random(g.k * g.c * g.kh * g.kw);
+  const std::vector<T> x = random(g.n * g.c * g.h * g.w), w = random(g.k * g.cg() * g.kh * g.kw);
   const std::vector<T> bias = with_bias ? random(g.k) : std::vector<T>{};
-  const Tensor y = ops::conv2d(tensor<T>({g.n, g.c, g.h, g.w}, x), tensor<T>({g.k, g.c, g.kh, g.kw}, w),
-                               with_bias ? tensor<T>({g.k}, bias) : Tensor(), g.sh, g.sw, g.ph, g.pw);
+  const Tensor y = ops::conv2d(tensor<T>({g.n, g.c, g.h, g.w}, x), tensor<T>({g.k, g.cg(), g.kh, g.kw}, w),
+                               with_bias ? tensor<T>({g.k}, bias) : Tensor(), g.sh, g.sw, g.ph, g.pw, g.groups);
   const std::vector<T> want = conv_reference(g, x, w, bias), got = elements<T>(y);
   CHECK(got.size() == want.size());
-  const T tol = (std::is_same_v<T, float> ? T(4e-7) : T(1e-15)) * T(1 + g.c * g.kh * g.kw);
+  const T tol = (std::is_same_v<T, float> ? T(4e-7) : T(1e-15)) * T(1 + g.cg() * g.kh * g.kw);
   int64_t wrong = 0;
   for (size_t i = 0; i < want.size() && i < got.size(); ++i) wrong += !(std::abs(got[i] - want[i]) <= tol);
   CHECK_MSG(wrong == 0, wrong << " of " << want.size() << " wrong for n=" << g.n << " c=" << g.c << " " << g.h << "x"
                               << g.w << " k=" << g.k << " kernel " << g.kh << "x" << g.kw << " stride " << g.sh << ","
-                              << g.sw << " pad " << g.ph << "," << g.pw << " bias=" << with_bias);
+                              << g.sw << " pad " << g.ph << "," << g.pw << " groups " << g.groups
+                              << " bias=" << with_bias);
 }
 
 TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_padding) {
@@ -627,13 +630,34 @@ TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_p
   }
 }
 
+TEST(grouped_conv2d_matches_the_scalar_sum_over_each_group) {
+  Threads threads(3);
+  // Depthwise rows from 1 pixel to past two vectors of the widest variant (tile tails along rows
+  // and columns), at strides 1 to 3 and paddings up to the kernel; then channel multipliers,
+  // several input channels per group and groups of 8+ outputs (gathered, run ungrouped).
+  for (int64_t width = 1; width <= 35; width += 2)
+    for (int64_t stride : {1, 2, 3})
+      check_conv2d<float>({2, 3, 11, width + 2, 3, 3, 3, stride, stride, 1, stride % 2, 3}, width % 3 == 0);
+  for (const ConvCase& g : std::vector<ConvCase>{
+           {2, 4, 10, 9, 8, 5, 5, 1, 1, 2, 2, 4},   // channel multiplier 2, 5x5
+           {1, 6, 7, 19, 6, 2, 4, 2, 1, 1, 2, 3},   // two channels in, two out per group
+           {2, 8, 9, 9, 16, 3, 3, 1, 2, 1, 0, 4},   // two in, four out, mixed stride
+           {1, 2, 4, 4, 2, 1, 1, 1, 1, 2, 2, 2},    // padding beyond the kernel
+           {2, 16, 6, 7, 32, 3, 3, 1, 1, 1, 1, 2},  // 16 outputs per group: the ungrouped kernels
+           {0, 4, 5, 5, 4, 3, 3, 1, 1, 1, 1, 4},    // an empty batch
+       }) {
+    check_conv2d<float>(g, true);
+    check_conv2d<double>(g, false);
+  }
+}
+
 // dx, dw and dbias of conv2d for the output gradient dy, in long double: each product of the
 // forward sum sends dy * w to dx and dy * x to dw.
 template <class T> void check_conv2d_grad(const ConvCase& g) {
   std::mt19937 rng(43);
   auto random = [&](int64_t n) { return uniform_values<T>(rng, n); };
   const int64_t oh_n = g.out_h(), ow_n = g.out_w();
-  const std::vector<T> x = random(g.n * g.c * g.h * g.w), w = random(g.k * g.c * g.kh * g.kw);
+  const std::vector<T> x = random(g.n * g.c * g.h * g.w), w = random(g.k * g.cg() * g.kh * g.kw);
   const std::vector<T> dy = random(g.n * g.k * oh_n * ow_n);
   std::vector<long double> dx(x.size()), dw(w.size()), db(size_t(g.k));
   for (int64_t b = 0; b < g.n; ++b)
@@ -642,20 +666,21 @@ template <class T> void check_conv2d_grad(const ConvCase& g) {
         for (int64_t ow = 0; ow < ow_n; ++ow) {
           const long double d = dy[size_t(((b * g.k + k) * oh_n + oh) * ow_n + ow)];
           db[size_t(k)] += d;
-          for (int64_t c = 0; c < g.c; ++c)
+          for (int64_t cl = 0; cl < g.cg(); ++cl)
             for (int64_t i = 0; i < g.kh; ++i)
               for (int64_t j = 0; j < g.kw; ++j) {
                 const int64_t ih = oh * g.sh - g.ph + i, iw = ow * g.sw - g.pw + j;
                 if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
-                const size_t xi = size_t(((b * g.c + c) * g.h + ih) * g.w + iw);
-                const size_t wi = size_t(((k * g.c + c) * g.kh + i) * g.kw + j);
+                const size_t xi = size_t(((b * g.c + g.first_channel(k) + cl) * g.h + ih) * g.w + iw);
+                const size_t wi = size_t(((k * g.cg() + cl) * g.kh + i) * g.kw + j);
                 dx[xi] += d * w[wi];
                 dw[wi] += d * x[xi];
               }
         }
-  const std::vector<Tensor> got = ops::grad::conv2d_grad(
-      tensor<T>({g.n, g.k, oh_n, ow_n}, dy), tensor<T>({g.n, g.c, g.h, g.w}, x), tensor<T>({g.k, g.c, g.kh, g.kw}, w),
-      std::vector<int64_t>{g.sh, g.sw, g.ph, g.pw}, {true, true, true});
+  const std::vector<Tensor> got =
+      ops::grad::conv2d_grad(tensor<T>({g.n, g.k, oh_n, ow_n}, dy), tensor<T>({g.n, g.c, g.h, g.w}, x),
+                             tensor<T>({g.k, g.cg(), g.kh, g.kw}, w),
+                             std::vector<int64_t>{g.sh, g.sw, g.ph, g.pw, g.groups}, {true, true, true});
   const T eps = std::is_same_v<T, float> ? T(4e-7) : T(1e-15);
   auto count_wrong = [&](const Tensor& t, const std::vector<long double>& want, int64_t terms) {
     const std::vector<T> v = elements<T>(t);
@@ -664,13 +689,13 @@ template <class T> void check_conv2d_grad(const ConvCase& g) {
       wrong += !(std::abs(v[i] - T(want[i])) <= eps * T(1 + terms));
     return wrong;
   };
-  const int64_t wrong_dx = count_wrong(got[0], dx, g.k * g.kh * g.kw);
+  const int64_t wrong_dx = count_wrong(got[0], dx, g.k / g.groups * g.kh * g.kw);
   const int64_t wrong_dw = count_wrong(got[1], dw, g.n * oh_n * ow_n);
   const int64_t wrong_db = count_wrong(got[2], db, g.n * oh_n * ow_n);
   CHECK_MSG(wrong_dx + wrong_dw + wrong_db == 0,
             "dx " << wrong_dx << ", dw " << wrong_dw << ", dbias " << wrong_db << " wrong for n=" << g.n << " c=" << g.c
                   << " " << g.h << "x" << g.w << " k=" << g.k << " kernel " << g.kh << "x" << g.kw << " stride " << g.sh
-                  << "," << g.sw << " pad " << g.ph << "," << g.pw);
+                  << "," << g.sw << " pad " << g.ph << "," << g.pw << " groups " << g.groups);
 }
 
 TEST(conv2d_gradients_match_the_scalar_sums) {
@@ -683,6 +708,19 @@ TEST(conv2d_gradients_match_the_scalar_sums) {
            {2, 2, 6, 6, 5, 3, 3, 1, 1, 2, 2},     // padding of the whole kernel extent less one
            {1, 460, 4, 4, 6, 3, 3, 1, 1, 1, 1},   // 4140 taps: dw through gemm
            {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1},     // an empty batch: dw and dbias are 0
+       }) {
+    check_conv2d_grad<float>(g);
+    check_conv2d_grad<double>(g);
+  }
+  // Grouped: the plane kernels (dx as a flipped forward at stride 1, phases at stride 2 and 3,
+  // taps in blocks of 9 with tails) and groups run ungrouped.
+  for (const ConvCase& g : std::vector<ConvCase>{
+           {3, 4, 9, 21, 4, 3, 3, 1, 1, 1, 1, 4},   // depthwise
+           {2, 3, 11, 10, 6, 5, 5, 2, 2, 2, 2, 3},  // multiplier 2, 5x5 (25 taps), stride 2
+           {2, 6, 8, 13, 6, 2, 4, 3, 1, 0, 2, 3},   // two in, two out per group
+           {1, 2, 4, 4, 2, 1, 1, 1, 1, 2, 2, 2},    // padding beyond the kernel
+           {2, 16, 6, 7, 32, 3, 3, 2, 1, 1, 1, 2},  // 16 outputs per group: the ungrouped kernels
+           {0, 4, 5, 5, 4, 3, 3, 1, 1, 1, 1, 4},    // an empty batch
        }) {
     check_conv2d_grad<float>(g);
     check_conv2d_grad<double>(g);

@@ -129,7 +129,12 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-def conv2d(x, w, b=None, stride=1, padding=0):
+def conv2d(x, w, b=None, stride=1, padding=0, groups=1):
+    if groups > 1:  # each group: the convolution of its input channels with its kernels
+        cg, kg = x.shape[1] // groups, w.shape[0] // groups
+        out = np.concatenate([conv2d(x[:, q * cg:(q + 1) * cg], w[q * kg:(q + 1) * kg], None, stride, padding)
+                              for q in range(groups)], axis=1)
+        return out if b is None else out + np.asarray(b)[None, :, None, None]
     sh, sw = _pair(stride)
     ph, pw = _pair(padding)
     x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))

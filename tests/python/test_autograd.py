@@ -135,6 +135,12 @@ CASES = {
     "conv2d_direct_padded_strided": (
         lambda x, w, b: nx.conv2d(x, w, b, stride=2, padding=1),
         [normal(2, 1, 5, 6), normal(8, 1, 3, 3), normal(8)]),
+    "conv2d_depthwise_strided": (lambda x, w, b: nx.conv2d(x, w, b, stride=2, padding=1, groups=3),
+                                 [normal(2, 3, 5, 6), normal(3, 1, 3, 3), normal(3)]),
+    "conv2d_grouped_multiplier": (lambda x, w: nx.conv2d(x, w, padding=(1, 0), groups=2),
+                                  [normal(1, 4, 4, 5), normal(6, 2, 3, 2)]),
+    "conv2d_grouped_wide": (lambda x, w, b: nx.conv2d(x, w, b, stride=2, groups=2),
+                            [normal(1, 4, 5, 5), normal(16, 2, 2, 2), normal(16)]),
     "max_pool2d": (lambda x: nx.max_pool2d(x, 2), [normal(1, 2, 4, 4)]),
     "max_pool2d_overlapping": (lambda x: nx.max_pool2d(x, 2, 1), [normal(1, 1, 4, 4)]),
     "avg_pool2d": (lambda x: nx.avg_pool2d(x, 2), [normal(1, 2, 4, 4)]),

@@ -60,6 +60,26 @@ def test_cnn_gradients_equal_eager_autograd():
         np.testing.assert_allclose(grad.numpy(), P[name].grad.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
 
 
+def test_a_depthwise_separable_block_trains_with_eager_autograd_s_gradients():
+    g = GraphBuilder(seed=5, dtype="float64")
+    g.input("image", Shape(3, 4, 7, 7)).conv2d(8, 3, padding="same", groups=4, activation="relu")
+    g.conv2d(6, 1, groups=2).flatten().dense(3)
+    model = g.compile(loss="cross_entropy")
+    assert model.params["conv2d_1.weight"].shape == (8, 1, 3, 3)
+    assert model.params["conv2d_2.weight"].shape == (6, 4, 1, 1)
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((3, 4, 7, 7)), rng.integers(0, 3, 3)
+    loss = model._native.forward_backward(nx.tensor(x), nx.tensor(y))
+    P = {n: nx.tensor(p.numpy(), requires_grad=True) for n, p in model.params.items()}
+    h = nx.relu(nx.conv2d(nx.tensor(x), P["conv2d_1.weight"], P["conv2d_1.bias"], padding=1, groups=4))
+    h = nx.conv2d(h, P["conv2d_2.weight"], P["conv2d_2.bias"], groups=2)
+    ref = nx.cross_entropy(h.reshape(3, -1) @ P["dense_1.weight"] + P["dense_1.bias"], nx.tensor(y))
+    ref.backward()
+    assert loss == pytest.approx(ref.item(), rel=1e-12)
+    for name, grad in model.grads.items():
+        np.testing.assert_allclose(grad.numpy(), P[name].grad.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+
+
 def test_any_batch_size_runs_on_one_compiled_graph():
     model = residual_mlp("float32")
     for n in (1, 3, 8, 33):

@@ -248,6 +248,7 @@ x4 = np.random.default_rng(3).standard_normal((2, 3, 6, 6)).astype(np.float32)
 OPS = {
     "conv2d": lambda t: nx.conv2d(t, nx.ones(4, 3, 3, 3), None, stride=2, padding=1),
     "conv2d bias": lambda t: nx.conv2d(t, nx.ones(4, 3, 3, 3) * 0.1, nx.ones(4), padding=(1, 0)),
+    "conv2d depthwise": lambda t: nx.conv2d(t, nx.ones(6, 1, 3, 3) * 0.1, nx.ones(6), stride=2, padding=1, groups=3),
     "pools": lambda t: nx.max_pool2d(t, 2) + nx.avg_pool2d(t, 3, stride=3).sum(),
     "layer_norm": lambda t: nx.layer_norm(t, (6, 6)),
     "layer_norm affine": lambda t: nx.layer_norm(t, 6, weight=nx.full((6,), 2.0), bias=nx.ones(6)),

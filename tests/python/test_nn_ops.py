@@ -145,6 +145,67 @@ def test_conv2d_matches_reference(dtype, case, rng):
     check(out, ref.conv2d(x, w, b, stride, padding), dtype, MATMUL_TOL)
 
 
+# (x shape, groups, out channels, kernel, stride, padding): depthwise and channel multipliers
+# (few outputs per group: the plane kernels; widths past one vector and row tails), and groups of
+# 8+ outputs (each group an ungrouped convolution of its gathered channels).
+GROUPED_CASES = {
+    "depthwise": ((2, 6, 9, 11), 6, 6, 3, 1, 1),
+    "depthwise_wide_rows": ((1, 3, 13, 37), 3, 3, (3, 5), 1, (1, 2)),
+    "depthwise_stride2": ((2, 4, 11, 10), 4, 4, 3, 2, 1),
+    "depthwise_mixed_stride": ((1, 2, 10, 21), 2, 2, (2, 4), (1, 3), (0, 2)),
+    "multiplier2_5x5": ((2, 3, 12, 12), 3, 6, 5, 1, 2),
+    "two_in_two_out": ((2, 8, 7, 9), 4, 8, 3, 1, 0),
+    "pad_beyond_kernel": ((1, 2, 4, 4), 2, 2, 1, 1, 2),
+    "wide_groups": ((2, 16, 6, 7), 2, 32, 3, 1, 1),
+    "wide_groups_strided": ((2, 6, 9, 9), 3, 24, 3, 2, 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GROUPED_CASES))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_grouped_conv2d_matches_per_group_reference(dtype, case, rng):
+    x_shape, groups, k, kernel, stride, padding = GROUPED_CASES[case]
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    tx, x = values(rng, x_shape, dtype)
+    tw, w = values(rng, (k, x_shape[1] // groups, kh, kw), dtype)
+    tb, b = values(rng, (k,), dtype)
+    out = nx.conv2d(tx, tw, tb, stride=stride, padding=padding, groups=groups)
+    check(out, ref.conv2d(x, w, b, stride, padding, groups), dtype, MATMUL_TOL)
+
+
+@pytest.mark.parametrize("case", sorted(GROUPED_CASES))
+def test_grouped_conv2d_gradients_match_torch(case, rng, torch):
+    x_shape, groups, k, kernel, stride, padding = GROUPED_CASES[case]
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((k, x_shape[1] // groups, kh, kw)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32)
+    mine = [nx.tensor(a, requires_grad=True) for a in (x, w, b)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    y = nx.conv2d(*mine, stride=stride, padding=padding, groups=groups)
+    ty = torch.nn.functional.conv2d(*theirs, stride=stride, padding=padding, groups=groups)
+    dy = rng.standard_normal(ty.shape).astype(np.float32)
+    (y * nx.tensor(dy)).sum().backward()
+    (ty * torch.tensor(dy)).sum().backward()
+    for t, tt in zip(mine, theirs):
+        np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, groups, message", [
+    ((1, 6, 5, 5), (3, 3, 3, 3), 2, r"groups=2 must divide both the 6 input channels and the 3 output"),
+    ((1, 6, 5, 5), (6, 2, 3, 3), 2, r"weight of shape \(6, 2, 3, 3\) with groups=2 expects 2 x 2 input channels"),
+    ((1, 6, 5, 5), (6, 6, 3, 3), 0, r"groups must be positive, got 0"),
+])
+def test_grouped_conv2d_refuses_channels_that_do_not_split(x_shape, w_shape, groups, message):
+    with pytest.raises(ValueError, match=message):
+        nx.conv2d(nx.zeros(*x_shape), nx.zeros(*w_shape), groups=groups)
+
+
+def test_grouped_conv2d_groups_must_be_an_int():
+    with pytest.raises(TypeError, match="groups must be an int, got float"):
+        nx.conv2d(nx.zeros(1, 2, 4, 4), nx.zeros(2, 1, 3, 3), groups=2.0)
+
+
 def test_conv2d_defaults_to_stride_one_and_no_padding(rng):
     tx, x = values(rng, (1, 2, 5, 5), "float64")
     tw, w = values(rng, (3, 2, 3, 3), "float64")

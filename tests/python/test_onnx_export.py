@@ -21,6 +21,11 @@ def cnn(g):
             .avg_pool2d(2, stride=1).flatten().dense(3))
 
 
+def separable(g):
+    return (g.input("image", nx.Shape(1, 3, 9, 9)).conv2d(6, 3, stride=2, padding=1, groups=3, activation="relu")
+            .conv2d(4, 1, groups=2).flatten().dense(2))
+
+
 def residual(g):
     g.input("x", nx.Shape(1, 8)).dense(8, "relu")
     skip = g.tap()
@@ -31,6 +36,7 @@ def residual(g):
 MODELS = {
     **{f"mlp_{a}": (lambda g, a=a: mlp(g, a)) for a in ("relu", "gelu", "tanh", "sigmoid", "softmax", None)},
     "cnn": cnn,
+    "separable": separable,
     "residual": residual,
 }
 

@@ -318,6 +318,205 @@ template <class T> void gather_group(const ConvSizes& s, int64_t k, const T* y, 
   });
 }
 
+// ---- grouped convolutions ----------------------------------------------------------------------
+//
+// A group with few output channels (depthwise: one) runs on plane kernels, one output (or input)
+// channel's plane at a time, vectorised along the output row: the direct kernel's vectors of
+// output channels would be mostly empty there. Wider groups each run as an ungrouped convolution
+// of their channels, gathered into contiguous buffers (a copy of the input and output, small
+// beside the convolution itself when a group has 8 or more output channels).
+constexpr int64_t kPlaneMaxChannels = 8;  // plane kernels below this many output channels per group
+
+bool plane_kernels(const Conv2dGeometry& g) { return g.k_per_group() < kPlaneMaxChannels; }
+
+// The ungrouped geometry of one group's channels.
+Conv2dGeometry one_group(const Conv2dGeometry& g) {
+  Conv2dGeometry s = g;
+  s.c = g.c_per_group();
+  s.k = g.k_per_group();
+  s.groups = 1;
+  return s;
+}
+
+// Channels [q*per, (q+1)*per) of each of the n images of `channels` planes of `plane` elements,
+// copied to or from a contiguous (n, per, plane) buffer.
+template <class T>
+void gather_channels(const T* from, int64_t n, int64_t channels, int64_t per, int64_t plane, int64_t q, T* to) {
+  for_images(0, n, [&](int64_t b) {
+    const T* src = from + (b * channels + q * per) * plane;
+    std::copy(src, src + per * plane, to + b * per * plane);
+  });
+}
+
+template <class T>
+void scatter_channels(const T* from, int64_t n, int64_t channels, int64_t per, int64_t plane, int64_t q, T* to) {
+  for_images(0, n, [&](int64_t b) {
+    const T* src = from + b * per * plane;
+    std::copy(src, src + per * plane, to + (b * channels + q * per) * plane);
+  });
+}
+
+// The forward of a group with few output channels: tiles of R output rows x one vector of
+// output columns, whose R sums stay in registers across the group's input channels and taps
+// (one load and one fused multiply-add per row of the tile and tap). The input planes are first
+// copied zero-padded and split by the column stride into `stride_w` phases, phase p holding
+// padded columns p, p + stride_w, ...: tap column j then reads phase j % stride_w from column
+// j / stride_w on, a contiguous vector at any stride. Each phase has room for the last tile's
+// full vector at the largest tap offset.
+template <class T> struct PlaneConv {
+  typedef T V __attribute__((vector_size(kVecBytes)));
+  static constexpr int64_t L = kVecBytes / sizeof(T), R = kAccRegs[1] / 2;
+
+  const Conv2dGeometry& g;
+  int64_t rows, phase_w, plane;  // a padded plane's rows, a phase's width, a plane's elements
+  std::vector<int64_t> offsets;  // where tap (i, j) of output (0, 0) reads in a padded plane
+
+  explicit PlaneConv(const Conv2dGeometry& geometry)
+      : g(geometry),
+        rows(geometry.h + 2 * geometry.pad_h),
+        phase_w(ceil_div(geometry.out_w(), L) * L + (geometry.kw - 1) / geometry.stride_w + 1),
+        plane(geometry.stride_w * rows * phase_w) {
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) offsets.push_back((j % g.stride_w * rows + i) * phase_w + j / g.stride_w);
+  }
+
+  void pad(const T* x, T* out) const {
+    const int64_t sw = g.stride_w;
+    std::fill(out, out + plane, T(0));
+    for (int64_t ph = 0; ph < sw; ++ph) {
+      // Phase column m holds input column m*sw + ph - pad_w: inside [0, w) for m in [lo, hi).
+      const int64_t first = g.pad_w - ph, lo = first <= 0 ? 0 : ceil_div(first, sw);
+      const int64_t hi = std::min(phase_w, ceil_div(g.w + g.pad_w - ph, sw));
+      for (int64_t ih = 0; ih < g.h; ++ih) {
+        T* dst = out + (ph * rows + ih + g.pad_h) * phase_w;
+        const T* src = x + ih * g.w + ph - g.pad_w;
+        if (sw == 1) std::copy(src + lo, src + hi, dst + lo);
+        else
+          for (int64_t m = lo; m < hi; ++m) dst[m] = src[m * sw];
+      }
+    }
+  }
+
+  // Output rows [oh0, oh0 + RN), columns [ow0, ow0 + L) (cut at the plane's width) of one output
+  // channel: bias + the sum over `cg` padded input planes (`in`, `plane` apart) and their taps w.
+  template <int64_t RN> void tile(const T* in, int64_t cg, const T* w, T bias, int64_t oh0, int64_t ow0, T* y) const {
+    V acc[RN];
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < RN; ++r) acc[r] = V{} + bias;
+    const int64_t row_step = g.stride_h * phase_w, area = g.kh * g.kw;
+    in += oh0 * row_step + ow0;
+    for (int64_t ci = 0; ci < cg; ++ci, in += plane, w += area)
+      for (int64_t t = 0; t < area; ++t) {
+        const T wv = w[t];
+        const T* src = in + offsets[size_t(t)];
+#pragma GCC unroll 16
+        for (int64_t r = 0; r < RN; ++r) acc[r] += DirectConv<T, 1>::load(src + r * row_step) * wv;
+      }
+    const int64_t ow_n = g.out_w(), n = std::min(L, ow_n - ow0);
+    for (int64_t r = 0; r < RN; ++r) {
+      T* dst = y + (oh0 + r) * ow_n + ow0;
+      if (n == L) std::memcpy(dst, &acc[r], sizeof(V));
+      else
+        for (int64_t l = 0; l < n; ++l) dst[l] = acc[r][l];
+    }
+  }
+
+  template <int64_t RN>
+  void rows_tail(const T* in, int64_t cg, const T* w, T bias, int64_t oh0, int64_t n, int64_t ow0, T* y) const {
+    if constexpr (RN > 0) {
+      if (n == RN) return tile<RN>(in, cg, w, bias, oh0, ow0, y);
+      rows_tail<RN - 1>(in, cg, w, bias, oh0, n, ow0, y);
+    }
+  }
+
+  // The backward reads dy planes copied to rows of whole vectors (zeros past the plane's width).
+  int64_t grad_w() const { return ceil_div(g.out_w(), L) * L; }
+
+  void pad_grad(const T* dy, T* out) const {
+    const int64_t ow_n = g.out_w(), gw = grad_w();
+    for (int64_t oh = 0; oh < g.out_h(); ++oh) {
+      std::copy(dy + oh * ow_n, dy + (oh + 1) * ow_n, out + oh * gw);
+      std::fill(out + oh * gw + ow_n, out + (oh + 1) * gw, T(0));
+    }
+  }
+
+  // The inverse of pad: input plane x from its padded phases (padding dropped).
+  void unpad(const T* in, T* x) const {
+    const int64_t sw = g.stride_w;
+    for (int64_t ih = 0; ih < g.h; ++ih)
+      for (int64_t iw = 0; iw < g.w; ++iw) {
+        const int64_t col = iw + g.pad_w;
+        x[ih * g.w + iw] = in[(col % sw * rows + ih + g.pad_h) * phase_w + col / sw];
+      }
+  }
+
+  // Padded phases `in` += w[t] * dy (a padded grad plane) at each tap t's positions: the
+  // adjoint of the forward's reads. Tap by tap, so that no two updates of one vector are close.
+  void add_input_grad(const T* dy, const T* w, T* in) const {
+    const int64_t row_step = g.stride_h * phase_w, gw = grad_w();
+    for (int64_t t = 0; t < g.kh * g.kw; ++t) {
+      const T wv = w[t];
+      T* base = in + offsets[size_t(t)];
+      for (int64_t oh = 0; oh < g.out_h(); ++oh)
+        for (int64_t ow0 = 0; ow0 < gw; ow0 += L) {
+          T* at = base + oh * row_step + ow0;
+          const V sum = DirectConv<T, 1>::load(at) + DirectConv<T, 1>::load(dy + oh * gw + ow0) * wv;
+          std::memcpy(at, &sum, sizeof(V));
+        }
+    }
+  }
+
+  // sums[t0 + t] += the sum over pixels of dy * the input tap t0 + t reads, for TN taps whose
+  // vector sums stay in registers while each dy vector is loaded once.
+  template <int64_t TN> void weight_taps(const T* in, const T* dy, int64_t t0, Acc* sums) const {
+    V acc[TN] = {};
+    const int64_t row_step = g.stride_h * phase_w, gw = grad_w();
+    const T* src[TN];
+    for (int64_t t = 0; t < TN; ++t) src[t] = in + offsets[size_t(t0 + t)];
+    for (int64_t oh = 0; oh < g.out_h(); ++oh)
+      for (int64_t ow0 = 0; ow0 < gw; ow0 += L) {
+        const V dv = DirectConv<T, 1>::load(dy + oh * gw + ow0);
+        const int64_t at = oh * row_step + ow0;
+#pragma GCC unroll 16
+        for (int64_t t = 0; t < TN; ++t) acc[t] += DirectConv<T, 1>::load(src[t] + at) * dv;
+      }
+    for (int64_t t = 0; t < TN; ++t)
+      for (int64_t l = 0; l < L; ++l) sums[t0 + t] += Acc(acc[t][l]);
+  }
+
+  template <int64_t TN> void weight_tail(const T* in, const T* dy, int64_t t0, int64_t n, Acc* sums) const {
+    if constexpr (TN > 0) {
+      if (n == TN) return weight_taps<TN>(in, dy, t0, sums);
+      weight_tail<TN - 1>(in, dy, t0, n, sums);
+    }
+  }
+
+  // sums[t] += the weight gradient of every tap from one padded input plane and padded dy plane.
+  void add_weight_grad(const T* in, const T* dy, Acc* sums) const {
+    constexpr int64_t TB = 9;  // a 3x3 kernel's taps
+    const int64_t area = g.kh * g.kw;
+    int64_t t0 = 0;
+    for (; t0 + TB <= area; t0 += TB) weight_taps<TB>(in, dy, t0, sums);
+    weight_tail<TB - 1>(in, dy, t0, area - t0, sums);
+  }
+
+  // One output plane from the group's padded input planes and its weights (cg x kh x kw).
+  void output_plane(const T* in, int64_t cg, const T* w, T bias, T* y) const {
+    const int64_t oh_n = g.out_h();
+    for (int64_t ow0 = 0; ow0 < g.out_w(); ow0 += L) {
+      int64_t oh0 = 0;
+      for (; oh0 + R <= oh_n; oh0 += R) tile<R>(in, cg, w, bias, oh0, ow0, y);
+      rows_tail<R - 1>(in, cg, w, bias, oh0, oh_n - oh0, ow0, y);
+    }
+  }
+};
+
+// Units of about kElementwiseGrain multiply-adds each, for parallel_for over planes (or groups).
+int64_t plane_grain(const Conv2dGeometry& g) {
+  const int64_t work = std::max<int64_t>(1, g.out_h() * g.out_w() * g.c_per_group() * g.kh * g.kw * g.k_per_group());
+  return std::max<int64_t>(1, kElementwiseGrain / work);
+}
+
 // ---- pooling helpers ------------------------------------------------------------------------
 
 // The part of one pooling window that lies inside the input (padding excluded).
@@ -364,7 +563,39 @@ template <class T> void window_max(const T* plane, int64_t width, const Window& 
 
 // Groups are independent forward, so they run in parallel, each task with its own scratch (the
 // gemms inside then run inline). A single group (one huge image) keeps the pool for its gemm.
+template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+
+template <class T> void conv2d_forward_grouped(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  const int64_t pixels = g.out_h() * g.out_w();
+  if (plane_kernels(g)) {
+    // One unit: one group of one image (its input planes padded once for its kg outputs).
+    const PlaneConv<T> conv(g);
+    const int64_t cg = g.c_per_group(), kg = g.k_per_group();
+    parallel_for(g.n * g.groups, plane_grain(g), [&](int64_t u0, int64_t u1) {
+      alloc::Scratch<T> planes(static_cast<size_t>(cg * conv.plane));
+      for (int64_t u = u0; u < u1; ++u) {
+        for (int64_t ci = 0; ci < cg; ++ci) conv.pad(x + (u * cg + ci) * g.h * g.w, planes.data() + ci * conv.plane);
+        for (int64_t kl = 0; kl < kg; ++kl) {
+          const int64_t k = u % g.groups * kg + kl;
+          conv.output_plane(planes.data(), cg, w + k * cg * g.kh * g.kw, bias != nullptr ? bias[k] : T(0),
+                            y + (u * kg + kl) * pixels);
+        }
+      }
+    });
+    return;
+  }
+  const Conv2dGeometry s = one_group(g);
+  alloc::Scratch<T> xg(static_cast<size_t>(g.n * s.c * g.h * g.w)), yg(static_cast<size_t>(g.n * s.k * pixels));
+  for (int64_t q = 0; q < g.groups; ++q) {
+    gather_channels(x, g.n, g.c, s.c, g.h * g.w, q, xg.data());
+    conv2d_forward(s, xg.data(), w + q * s.k * s.c * g.kh * g.kw, bias != nullptr ? bias + q * s.k : nullptr,
+                   yg.data());
+    scatter_channels(yg.data(), g.n, g.k, s.k, pixels, q, y);
+  }
+}
+
 template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  if (g.groups > 1) return conv2d_forward_grouped(g, x, w, bias, y);
   const ConvSizes s = conv_sizes(g);
   if (direct_forward(g, s)) {
     if (g.k <= DirectConv<T, 1>::KB) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y);
@@ -510,26 +741,89 @@ template <class T, int64_t KV> void conv_backward_weight_direct(const Conv2dGeom
 // (dbias in double), and the runs are added in order, so the result is the same on every call
 // with the same thread count.
 template <class T>
+void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias);
+
+template <class T>
+void conv2d_backward_grouped(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias) {
+  const int64_t pixels = g.out_h() * g.out_w();
+  if (plane_kernels(g)) {
+    const PlaneConv<T> conv(g);
+    const int64_t cg = g.c_per_group(), kg = g.k_per_group(), area = g.kh * g.kw;
+    const int64_t grad_plane = g.out_h() * conv.grad_w();
+    if (dx != nullptr)  // one unit: one input channel of one image
+      parallel_for(g.n * g.c, plane_grain(g), [&](int64_t u0, int64_t u1) {
+        alloc::Scratch<T> in(static_cast<size_t>(conv.plane)), grad(static_cast<size_t>(grad_plane));
+        for (int64_t u = u0; u < u1; ++u) {
+          const int64_t b = u / g.c, c = u % g.c, q = c / cg;
+          std::fill(in.data(), in.data() + conv.plane, T(0));
+          for (int64_t k = q * kg; k < (q + 1) * kg; ++k) {
+            conv.pad_grad(dy + (b * g.k + k) * pixels, grad.data());
+            conv.add_input_grad(grad.data(), w + (k * cg + c % cg) * area, in.data());
+          }
+          conv.unpad(in.data(), dx + u * g.h * g.w);
+        }
+      });
+    if (dw != nullptr || dbias != nullptr)  // one unit: one output channel over the whole batch, in order
+      parallel_for(g.k, 1, [&](int64_t k0, int64_t k1) {
+        alloc::Scratch<T> in(static_cast<size_t>(conv.plane)), grad(static_cast<size_t>(grad_plane));
+        std::vector<Acc> sums(static_cast<size_t>(cg * area));
+        for (int64_t k = k0; k < k1; ++k) {
+          std::fill(sums.begin(), sums.end(), Acc(0));
+          Acc bias_sum = 0;
+          for (int64_t b = 0; b < g.n; ++b) {
+            const T* dyk = dy + (b * g.k + k) * pixels;
+            if (dbias != nullptr) bias_sum = std::accumulate(dyk, dyk + pixels, bias_sum);
+            if (dw == nullptr) continue;
+            conv.pad_grad(dyk, grad.data());
+            for (int64_t ci = 0; ci < cg; ++ci) {
+              conv.pad(x + (b * g.c + k / kg * cg + ci) * g.h * g.w, in.data());
+              conv.add_weight_grad(in.data(), grad.data(), sums.data() + ci * area);
+            }
+          }
+          if (dbias != nullptr) dbias[k] = static_cast<T>(bias_sum);
+          if (dw != nullptr)
+            for (int64_t t = 0; t < cg * area; ++t) dw[k * cg * area + t] = static_cast<T>(sums[size_t(t)]);
+        }
+      });
+    return;
+  }
+  const Conv2dGeometry s = one_group(g);
+  const int64_t w_group = s.k * s.c * g.kh * g.kw;
+  alloc::Scratch<T> xg(static_cast<size_t>(g.n * s.c * g.h * g.w)), dyg(static_cast<size_t>(g.n * s.k * pixels));
+  alloc::Scratch<T> dxg(static_cast<size_t>(dx != nullptr ? g.n * s.c * g.h * g.w : 0));
+  for (int64_t q = 0; q < g.groups; ++q) {
+    if (dw != nullptr) gather_channels(x, g.n, g.c, s.c, g.h * g.w, q, xg.data());
+    gather_channels(dy, g.n, g.k, s.k, pixels, q, dyg.data());
+    conv2d_backward(s, xg.data(), w + q * w_group, dyg.data(), dx != nullptr ? dxg.data() : nullptr,
+                    dw != nullptr ? dw + q * w_group : nullptr, dbias != nullptr ? dbias + q * s.k : nullptr);
+    if (dx != nullptr) scatter_channels(dxg.data(), g.n, g.c, s.c, g.h * g.w, q, dx);
+  }
+}
+
+template <class T>
 void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias) {
+  if (dx != nullptr && g.stride_h == 1 && g.stride_w == 1 && g.pad_h < g.kh && g.pad_w < g.kw) {
+    // At stride 1, dx is itself a convolution: of dy, padded by kernel - 1 - pad, with each
+    // kernel flipped and the channel axes swapped within each group. It runs as a forward.
+    const Conv2dGeometry t{g.n, g.k, g.out_h(),          g.out_w(),          g.c,     g.kh, g.kw,
+                           1,   1,   g.kh - 1 - g.pad_h, g.kw - 1 - g.pad_w, g.groups};
+    const int64_t area = g.kh * g.kw, cg = g.c_per_group(), kg = g.k_per_group();
+    alloc::Scratch<T> flipped(static_cast<size_t>(g.k * cg * area));  // (c, kg, kh, kw)
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t cl = 0; cl < cg; ++cl) {
+        const int64_t c = k / kg * cg + cl;
+        for (int64_t a = 0; a < area; ++a)
+          flipped.data()[(c * kg + k % kg) * area + a] = w[(k * cg + cl) * area + area - 1 - a];
+      }
+    conv2d_forward(t, dy, flipped.data(), static_cast<const T*>(nullptr), dx);
+    dx = nullptr;
+  }
+  if (g.groups > 1) return conv2d_backward_grouped(g, x, w, dy, dx, dw, dbias);
   const ConvSizes s = conv_sizes(g);
   if (direct_dw(g, s) && (dw != nullptr || dbias != nullptr)) {
     if (g.k <= DirectConv<T, 1>::KB) conv_backward_weight_direct<T, 1>(g, s, x, dy, dw, dbias);
     else conv_backward_weight_direct<T, 2>(g, s, x, dy, dw, dbias);
     dw = dbias = nullptr;
-  }
-  if (dx != nullptr && g.stride_h == 1 && g.stride_w == 1 && g.pad_h < g.kh && g.pad_w < g.kw) {
-    // At stride 1, dx is itself a convolution: of dy, padded by kernel - 1 - pad, with each
-    // kernel flipped and the channel axes swapped. It runs as a forward (direct where that wins).
-    const Conv2dGeometry t{g.n, g.k, g.out_h(),          g.out_w(),         g.c, g.kh, g.kw,
-                           1,   1,   g.kh - 1 - g.pad_h, g.kw - 1 - g.pad_w};
-    alloc::Scratch<T> flipped(static_cast<size_t>(g.k * s.taps));
-    const int64_t area = g.kh * g.kw;
-    for (int64_t k = 0; k < g.k; ++k)
-      for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t a = 0; a < area; ++a)
-          flipped.data()[(c * g.k + k) * area + a] = w[(k * g.c + c) * area + area - 1 - a];
-    conv2d_forward(t, dy, flipped.data(), static_cast<const T*>(nullptr), dx);
-    dx = nullptr;
   }
   if (dx == nullptr && dw == nullptr && dbias == nullptr) return;
   const int64_t group = group_size(g, s), groups = ceil_div(g.n, group);

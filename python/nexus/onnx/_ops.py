@@ -318,19 +318,9 @@ def _conv(ctx: Context, node: Node, x, w, b=None):
     pads = _pads2(node, _pads(node, x.shape[2:], w.shape[2:], strides), one_d)
     if pads[0] != pads[2] or pads[1] != pads[3]:
         x, pads = _pad(x, pads, 0.0), [0, 0, 0, 0]
-    group = int(node.attr("group", 1))
     bias = b if b is not None else np.zeros(w.shape[0], w.dtype)
-    if group == 1:
-        y = F.conv2d(x, ctx.tensor(w), ctx.tensor(bias), stride=strides, padding=pads[:2])
-    else:  # each group is a convolution of its channels
-        cin, cout = w.shape[1], w.shape[0] // group
-        ys = []
-        for g in range(group):
-            xg = x[:, g * cin:(g + 1) * cin]
-            wg, bg = w[g * cout:(g + 1) * cout], bias[g * cout:(g + 1) * cout]
-            ys.append(F.conv2d(xg, ctx.tensor(contiguous(wg)), ctx.tensor(contiguous(bg)),
-                               stride=strides, padding=pads[:2]))
-        y = F.concat(ys, 1)
+    y = F.conv2d(x, ctx.tensor(w), ctx.tensor(bias), stride=strides, padding=pads[:2],
+                 groups=int(node.attr("group", 1)))
     return [F.reshape(y, y.shape[0], y.shape[1], y.shape[3]) if one_d else y]
 
 
