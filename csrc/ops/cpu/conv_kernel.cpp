@@ -243,6 +243,14 @@ template <class T, int64_t KV> struct DirectConv {
   }
 };
 
+// Whether the direct kernels block k output channels one vector at a time (KV = 1) rather than
+// two: when that leaves fewer empty lanes in the last block (k up to one vector, or 48 channels
+// of 16 lanes: three full blocks of one vector rather than two blocks of two, one half empty).
+template <class T> bool one_vector(int64_t k) {
+  constexpr int64_t one = DirectConv<T, 1>::KB, two = DirectConv<T, 2>::KB;
+  return ceil_div(k, one) * one < ceil_div(k, two) * two;
+}
+
 // fn(kb, t, v) for every channel block kb, tap t and lane v: the traversal of a transpose between
 // [k][tap] and [k block][tap][lane] (the direct kernels' weight layout), in tiles of 16 taps whose
 // rows of both layouts stay in L1 (column by column, every access of a large w is a cache miss:
@@ -380,38 +388,69 @@ template <class T> struct PlaneConv {
       for (int64_t j = 0; j < g.kw; ++j) offsets.push_back((j % g.stride_w * rows + i) * phase_w + j / g.stride_w);
   }
 
+  // Phase ph's columns [lo, hi) hold the input columns m*sw + ph - pad_w inside [0, w).
+  Range phase_columns(int64_t ph) const {
+    const int64_t sw = g.stride_w, first = g.pad_w - ph;
+    const int64_t lo = std::min(phase_w, first <= 0 ? int64_t{0} : ceil_div(first, sw));
+    return {lo, std::max(lo, std::min(phase_w, ceil_div(g.w + g.pad_w - ph, sw)))};
+  }
+
   void pad(const T* x, T* out) const {
     const int64_t sw = g.stride_w;
-    std::fill(out, out + plane, T(0));
     for (int64_t ph = 0; ph < sw; ++ph) {
-      // Phase column m holds input column m*sw + ph - pad_w: inside [0, w) for m in [lo, hi).
-      const int64_t first = g.pad_w - ph, lo = first <= 0 ? 0 : ceil_div(first, sw);
-      const int64_t hi = std::min(phase_w, ceil_div(g.w + g.pad_w - ph, sw));
+      const Range r = phase_columns(ph);
+      T* phase = out + ph * rows * phase_w;
+      std::fill(phase, phase + g.pad_h * phase_w, T(0));
+      std::fill(phase + (g.pad_h + g.h) * phase_w, phase + rows * phase_w, T(0));
       for (int64_t ih = 0; ih < g.h; ++ih) {
-        T* dst = out + (ph * rows + ih + g.pad_h) * phase_w;
-        const T* src = x + ih * g.w + ph - g.pad_w;
-        if (sw == 1) std::copy(src + lo, src + hi, dst + lo);
+        T* __restrict dst = phase + (ih + g.pad_h) * phase_w;
+        const T* __restrict src = x + ih * g.w + ph - g.pad_w;
+        std::fill(dst, dst + r.lo, T(0));
+        std::fill(dst + r.hi, dst + phase_w, T(0));
+        if (sw == 1) std::copy(src + r.lo, src + r.hi, dst + r.lo);
+        else if (sw == 2)  // a constant stride: vectorised with shuffles
+          for (int64_t m = r.lo; m < r.hi; ++m) dst[m] = src[m * 2];
         else
-          for (int64_t m = lo; m < hi; ++m) dst[m] = src[m * sw];
+          for (int64_t m = r.lo; m < r.hi; ++m) dst[m] = src[m * sw];
       }
     }
   }
 
   // Output rows [oh0, oh0 + RN), columns [ow0, ow0 + L) (cut at the plane's width) of one output
   // channel: bias + the sum over `cg` padded input planes (`in`, `plane` apart) and their taps w.
-  template <int64_t RN> void tile(const T* in, int64_t cg, const T* w, T bias, int64_t oh0, int64_t ow0, T* y) const {
+  // KH > 0 (stride_h 1 only): the kernel's height at compile time, so that each input row vector
+  // is loaded once for the KH output rows that read it (RN + KH - 1 loads per kernel column, not
+  // RN * KH), its KH weights held in registers.
+  template <int64_t RN, int64_t KH>
+  void tile(const T* in, int64_t cg, const T* w, T bias, int64_t oh0, int64_t ow0, T* y) const {
     V acc[RN];
 #pragma GCC unroll 16
     for (int64_t r = 0; r < RN; ++r) acc[r] = V{} + bias;
     const int64_t row_step = g.stride_h * phase_w, area = g.kh * g.kw;
     in += oh0 * row_step + ow0;
-    for (int64_t ci = 0; ci < cg; ++ci, in += plane, w += area)
-      for (int64_t t = 0; t < area; ++t) {
-        const T wv = w[t];
-        const T* src = in + offsets[size_t(t)];
+    for (int64_t ci = 0; ci < cg; ++ci, in += plane, w += area) {
+      if constexpr (KH > 0) {
+        for (int64_t j = 0; j < g.kw; ++j) {
+          T wv[KH];
+          for (int64_t i = 0; i < KH; ++i) wv[i] = w[i * g.kw + j];
+          const T* src = in + offsets[size_t(j)];
+#pragma GCC unroll 24
+          for (int64_t s = 0; s < RN + KH - 1; ++s) {
+            const V xv = DirectConv<T, 1>::load(src + s * phase_w);
+#pragma GCC unroll 8
+            for (int64_t i = 0; i < KH; ++i)
+              if (s - i >= 0 && s - i < RN) acc[s - i] += xv * wv[i];
+          }
+        }
+      } else {
+        for (int64_t t = 0; t < area; ++t) {
+          const T wv = w[t];
+          const T* src = in + offsets[size_t(t)];
 #pragma GCC unroll 16
-        for (int64_t r = 0; r < RN; ++r) acc[r] += DirectConv<T, 1>::load(src + r * row_step) * wv;
+          for (int64_t r = 0; r < RN; ++r) acc[r] += DirectConv<T, 1>::load(src + r * row_step) * wv;
+        }
       }
+    }
     const int64_t ow_n = g.out_w(), n = std::min(L, ow_n - ow0);
     for (int64_t r = 0; r < RN; ++r) {
       T* dst = y + (oh0 + r) * ow_n + ow0;
@@ -421,12 +460,29 @@ template <class T> struct PlaneConv {
     }
   }
 
-  template <int64_t RN>
+  template <int64_t RN, int64_t KH>
   void rows_tail(const T* in, int64_t cg, const T* w, T bias, int64_t oh0, int64_t n, int64_t ow0, T* y) const {
     if constexpr (RN > 0) {
-      if (n == RN) return tile<RN>(in, cg, w, bias, oh0, ow0, y);
-      rows_tail<RN - 1>(in, cg, w, bias, oh0, n, ow0, y);
+      if (n == RN) return tile<RN, KH>(in, cg, w, bias, oh0, ow0, y);
+      rows_tail<RN - 1, KH>(in, cg, w, bias, oh0, n, ow0, y);
     }
+  }
+
+  template <int64_t KH> void output_plane(const T* in, int64_t cg, const T* w, T bias, T* y) const {
+    const int64_t oh_n = g.out_h();
+    for (int64_t ow0 = 0; ow0 < g.out_w(); ow0 += L) {
+      int64_t oh0 = 0;
+      for (; oh0 + R <= oh_n; oh0 += R) tile<R, KH>(in, cg, w, bias, oh0, ow0, y);
+      rows_tail<R - 1, KH>(in, cg, w, bias, oh0, oh_n - oh0, ow0, y);
+    }
+  }
+
+  // One output plane from the group's padded input planes and its weights (cg x kh x kw).
+  void output_plane(const T* in, int64_t cg, const T* w, T bias, T* y) const {
+    if (g.stride_h == 1 && g.kh == 3) return output_plane<3>(in, cg, w, bias, y);
+    if (g.stride_h == 1 && g.kh == 5) return output_plane<5>(in, cg, w, bias, y);
+    if (g.stride_h == 1 && g.kh == 7) return output_plane<7>(in, cg, w, bias, y);
+    output_plane<0>(in, cg, w, bias, y);
   }
 
   // The backward reads dy planes copied to rows of whole vectors (zeros past the plane's width).
@@ -443,11 +499,30 @@ template <class T> struct PlaneConv {
   // The inverse of pad: input plane x from its padded phases (padding dropped).
   void unpad(const T* in, T* x) const {
     const int64_t sw = g.stride_w;
-    for (int64_t ih = 0; ih < g.h; ++ih)
-      for (int64_t iw = 0; iw < g.w; ++iw) {
-        const int64_t col = iw + g.pad_w;
-        x[ih * g.w + iw] = in[(col % sw * rows + ih + g.pad_h) * phase_w + col / sw];
+    for (int64_t ih = 0; ih < g.h; ++ih) {
+      T* row = x + ih * g.w - g.pad_w;
+      if (sw == 2) {  // both phases in one loop, whose interleaved stores vectorise
+        const T* __restrict even = in + (ih + g.pad_h) * phase_w;
+        const T* __restrict odd = even + rows * phase_w;
+        const Range r0 = phase_columns(0), r1 = phase_columns(1);
+        const int64_t lo = std::max(r0.lo, r1.lo), hi = std::min(r0.hi, r1.hi);
+        for (int64_t m = r0.lo; m < std::min(lo, r0.hi); ++m) row[2 * m] = even[m];
+        for (int64_t m = r1.lo; m < std::min(lo, r1.hi); ++m) row[2 * m + 1] = odd[m];
+        T* __restrict out = row;
+        for (int64_t m = lo; m < hi; ++m) {
+          out[2 * m] = even[m];
+          out[2 * m + 1] = odd[m];
+        }
+        for (int64_t m = std::max(hi, r0.lo); m < r0.hi; ++m) row[2 * m] = even[m];
+        for (int64_t m = std::max(hi, r1.lo); m < r1.hi; ++m) row[2 * m + 1] = odd[m];
+        continue;
       }
+      for (int64_t ph = 0; ph < sw; ++ph) {
+        const Range r = phase_columns(ph);
+        const T* src = in + (ph * rows + ih + g.pad_h) * phase_w;
+        for (int64_t m = r.lo; m < r.hi; ++m) row[m * sw + ph] = src[m];
+      }
+    }
   }
 
   // Padded phases `in` += w[t] * dy (a padded grad plane) at each tap t's positions: the
@@ -498,16 +573,6 @@ template <class T> struct PlaneConv {
     int64_t t0 = 0;
     for (; t0 + TB <= area; t0 += TB) weight_taps<TB>(in, dy, t0, sums);
     weight_tail<TB - 1>(in, dy, t0, area - t0, sums);
-  }
-
-  // One output plane from the group's padded input planes and its weights (cg x kh x kw).
-  void output_plane(const T* in, int64_t cg, const T* w, T bias, T* y) const {
-    const int64_t oh_n = g.out_h();
-    for (int64_t ow0 = 0; ow0 < g.out_w(); ow0 += L) {
-      int64_t oh0 = 0;
-      for (; oh0 + R <= oh_n; oh0 += R) tile<R>(in, cg, w, bias, oh0, ow0, y);
-      rows_tail<R - 1>(in, cg, w, bias, oh0, oh_n - oh0, ow0, y);
-    }
   }
 };
 
@@ -598,7 +663,7 @@ template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, cons
   if (g.groups > 1) return conv2d_forward_grouped(g, x, w, bias, y);
   const ConvSizes s = conv_sizes(g);
   if (direct_forward(g, s)) {
-    if (g.k <= DirectConv<T, 1>::KB) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y);
+    if (one_vector<T>(g.k)) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y);
     return conv2d_forward_direct<T, 2>(g, s, x, w, bias, y);
   }
   const int64_t group = group_size(g, s), groups = ceil_div(g.n, group);
@@ -821,7 +886,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
   if (g.groups > 1) return conv2d_backward_grouped(g, x, w, dy, dx, dw, dbias);
   const ConvSizes s = conv_sizes(g);
   if (direct_dw(g, s) && (dw != nullptr || dbias != nullptr)) {
-    if (g.k <= DirectConv<T, 1>::KB) conv_backward_weight_direct<T, 1>(g, s, x, dy, dw, dbias);
+    if (one_vector<T>(g.k)) conv_backward_weight_direct<T, 1>(g, s, x, dy, dw, dbias);
     else conv_backward_weight_direct<T, 2>(g, s, x, dy, dw, dbias);
     dw = dbias = nullptr;
   }
