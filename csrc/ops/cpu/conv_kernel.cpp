@@ -326,13 +326,14 @@ template <class T> void gather_group(const ConvSizes& s, int64_t k, const T* y, 
   });
 }
 
-// ---- grouped convolutions ----------------------------------------------------------------------
+// ---- grouped convolutions, and convolutions of few output channels --------------------------------
 //
-// A group with few output channels (depthwise: one) runs on plane kernels, one output (or input)
-// channel's plane at a time, vectorised along the output row: the direct kernel's vectors of
-// output channels would be mostly empty there. Wider groups each run as an ungrouped convolution
-// of their channels, gathered into contiguous buffers (a copy of the input and output, small
-// beside the convolution itself when a group has 8 or more output channels).
+// A convolution or group with few output channels (depthwise: one; LeNet's first layer: six)
+// runs on plane kernels, one output (or input) channel's plane at a time, vectorised along the
+// output row: the direct kernel's vectors of output channels would be mostly empty there. Wider
+// groups each run as an ungrouped convolution of their channels, gathered into contiguous
+// buffers (a copy of the input and output, small beside the convolution itself when a group has
+// 8 or more output channels).
 constexpr int64_t kPlaneMaxChannels = 8;  // plane kernels below this many output channels per group
 
 bool plane_kernels(const Conv2dGeometry& g) { return g.k_per_group() < kPlaneMaxChannels; }
@@ -397,16 +398,12 @@ template <class T> struct PlaneConv {
 
   void pad(const T* x, T* out) const {
     const int64_t sw = g.stride_w;
+    std::fill(out, out + plane, T(0));  // one pass: cheaper than a few elements per row on small planes
     for (int64_t ph = 0; ph < sw; ++ph) {
       const Range r = phase_columns(ph);
-      T* phase = out + ph * rows * phase_w;
-      std::fill(phase, phase + g.pad_h * phase_w, T(0));
-      std::fill(phase + (g.pad_h + g.h) * phase_w, phase + rows * phase_w, T(0));
       for (int64_t ih = 0; ih < g.h; ++ih) {
-        T* __restrict dst = phase + (ih + g.pad_h) * phase_w;
+        T* __restrict dst = out + (ph * rows + ih + g.pad_h) * phase_w;
         const T* __restrict src = x + ih * g.w + ph - g.pad_w;
-        std::fill(dst, dst + r.lo, T(0));
-        std::fill(dst + r.hi, dst + phase_w, T(0));
         if (sw == 1) std::copy(src + r.lo, src + r.hi, dst + r.lo);
         else if (sw == 2)  // a constant stride: vectorised with shuffles
           for (int64_t m = r.lo; m < r.hi; ++m) dst[m] = src[m * 2];
@@ -541,9 +538,9 @@ template <class T> struct PlaneConv {
     }
   }
 
-  // sums[t0 + t] += the sum over pixels of dy * the input tap t0 + t reads, for TN taps whose
-  // vector sums stay in registers while each dy vector is loaded once.
-  template <int64_t TN> void weight_taps(const T* in, const T* dy, int64_t t0, Acc* sums) const {
+  // sums[t0 + t] += the per-lane sums over pixels of dy * the input tap t0 + t reads, for TN
+  // taps whose vector sums stay in registers while each dy vector is loaded once.
+  template <int64_t TN> void weight_taps(const T* in, const T* dy, int64_t t0, V* sums) const {
     V acc[TN] = {};
     const int64_t row_step = g.stride_h * phase_w, gw = grad_w();
     const T* src[TN];
@@ -555,19 +552,19 @@ template <class T> struct PlaneConv {
 #pragma GCC unroll 16
         for (int64_t t = 0; t < TN; ++t) acc[t] += DirectConv<T, 1>::load(src[t] + at) * dv;
       }
-    for (int64_t t = 0; t < TN; ++t)
-      for (int64_t l = 0; l < L; ++l) sums[t0 + t] += Acc(acc[t][l]);
+    for (int64_t t = 0; t < TN; ++t) sums[t0 + t] += acc[t];
   }
 
-  template <int64_t TN> void weight_tail(const T* in, const T* dy, int64_t t0, int64_t n, Acc* sums) const {
+  template <int64_t TN> void weight_tail(const T* in, const T* dy, int64_t t0, int64_t n, V* sums) const {
     if constexpr (TN > 0) {
       if (n == TN) return weight_taps<TN>(in, dy, t0, sums);
       weight_tail<TN - 1>(in, dy, t0, n, sums);
     }
   }
 
-  // sums[t] += the weight gradient of every tap from one padded input plane and padded dy plane.
-  void add_weight_grad(const T* in, const T* dy, Acc* sums) const {
+  // sums[t] += the per-lane weight gradient of every tap from one padded input plane and padded
+  // dy plane (the lanes are added once, at the end: per image they cost as much as the taps).
+  void add_weight_grad(const T* in, const T* dy, V* sums) const {
     constexpr int64_t TB = 9;  // a 3x3 kernel's taps
     const int64_t area = g.kh * g.kw;
     int64_t t0 = 0;
@@ -633,18 +630,22 @@ template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, cons
 template <class T> void conv2d_forward_grouped(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const int64_t pixels = g.out_h() * g.out_w();
   if (plane_kernels(g)) {
-    // One unit: one group of one image (its input planes padded once for its kg outputs).
+    // One unit: one output plane (b, k). A thread pads a group's input planes once for the run
+    // of its units that read them (all kg outputs of the group, unless the run ends there).
     const PlaneConv<T> conv(g);
     const int64_t cg = g.c_per_group(), kg = g.k_per_group();
-    parallel_for(g.n * g.groups, plane_grain(g), [&](int64_t u0, int64_t u1) {
+    parallel_for(g.n * g.k, plane_grain(g), [&](int64_t u0, int64_t u1) {
       alloc::Scratch<T> planes(static_cast<size_t>(cg * conv.plane));
+      int64_t padded = -1;  // the (image, group) whose planes are in `planes`
       for (int64_t u = u0; u < u1; ++u) {
-        for (int64_t ci = 0; ci < cg; ++ci) conv.pad(x + (u * cg + ci) * g.h * g.w, planes.data() + ci * conv.plane);
-        for (int64_t kl = 0; kl < kg; ++kl) {
-          const int64_t k = u % g.groups * kg + kl;
-          conv.output_plane(planes.data(), cg, w + k * cg * g.kh * g.kw, bias != nullptr ? bias[k] : T(0),
-                            y + (u * kg + kl) * pixels);
+        const int64_t k = u % g.k, group = u / kg;  // group = b * groups + k / kg
+        if (group != padded) {
+          for (int64_t ci = 0; ci < cg; ++ci)
+            conv.pad(x + (group * cg + ci) * g.h * g.w, planes.data() + ci * conv.plane);
+          padded = group;
         }
+        conv.output_plane(planes.data(), cg, w + k * cg * g.kh * g.kw, bias != nullptr ? bias[k] : T(0),
+                          y + u * pixels);
       }
     });
     return;
@@ -660,7 +661,7 @@ template <class T> void conv2d_forward_grouped(const Conv2dGeometry& g, const T*
 }
 
 template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
-  if (g.groups > 1) return conv2d_forward_grouped(g, x, w, bias, y);
+  if (g.groups > 1 || plane_kernels(g)) return conv2d_forward_grouped(g, x, w, bias, y);
   const ConvSizes s = conv_sizes(g);
   if (direct_forward(g, s)) {
     if (one_vector<T>(g.k)) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y);
@@ -830,10 +831,11 @@ void conv2d_backward_grouped(const Conv2dGeometry& g, const T* x, const T* w, co
       });
     if (dw != nullptr || dbias != nullptr)  // one unit: one output channel over the whole batch, in order
       parallel_for(g.k, 1, [&](int64_t k0, int64_t k1) {
+        using V = typename PlaneConv<T>::V;
         alloc::Scratch<T> in(static_cast<size_t>(conv.plane)), grad(static_cast<size_t>(grad_plane));
-        std::vector<Acc> sums(static_cast<size_t>(cg * area));
+        std::vector<V> sums(static_cast<size_t>(cg * area));
         for (int64_t k = k0; k < k1; ++k) {
-          std::fill(sums.begin(), sums.end(), Acc(0));
+          std::fill(sums.begin(), sums.end(), V{});
           Acc bias_sum = 0;
           for (int64_t b = 0; b < g.n; ++b) {
             const T* dyk = dy + (b * g.k + k) * pixels;
@@ -847,7 +849,11 @@ void conv2d_backward_grouped(const Conv2dGeometry& g, const T* x, const T* w, co
           }
           if (dbias != nullptr) dbias[k] = static_cast<T>(bias_sum);
           if (dw != nullptr)
-            for (int64_t t = 0; t < cg * area; ++t) dw[k * cg * area + t] = static_cast<T>(sums[size_t(t)]);
+            for (int64_t t = 0; t < cg * area; ++t) {
+              Acc sum = 0;
+              for (int64_t l = 0; l < PlaneConv<T>::L; ++l) sum += sums[size_t(t)][l];
+              dw[k * cg * area + t] = static_cast<T>(sum);
+            }
         }
       });
     return;
@@ -883,7 +889,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
     conv2d_forward(t, dy, flipped.data(), static_cast<const T*>(nullptr), dx);
     dx = nullptr;
   }
-  if (g.groups > 1) return conv2d_backward_grouped(g, x, w, dy, dx, dw, dbias);
+  if (g.groups > 1 || plane_kernels(g)) return conv2d_backward_grouped(g, x, w, dy, dx, dw, dbias);
   const ConvSizes s = conv_sizes(g);
   if (direct_dw(g, s) && (dw != nullptr || dbias != nullptr)) {
     if (one_vector<T>(g.k)) conv_backward_weight_direct<T, 1>(g, s, x, dy, dw, dbias);
