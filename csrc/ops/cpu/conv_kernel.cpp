@@ -1,5 +1,5 @@
-// conv2d (a register-blocked direct kernel, or im2col + BLAS gemm) and 2-D max/avg pooling on
-// contiguous NCHW buffers.
+// conv2d on contiguous NCHW buffers: a register-blocked direct kernel, im2col + BLAS gemm, or
+// plane kernels for depthwise, grouped and few-channel convolutions.
 //
 // The im2col form is a gemm: y[k, oh*ow] = w[k, c*kh*kw] * col[c*kh*kw, oh*ow], where col holds,
 // for every kernel tap, the input pixel each output position reads (0 in the padding); a group
@@ -8,12 +8,8 @@
 #include "ops/cpu/kernels.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <numeric>
-#include <string>
-#include <type_traits>
 #include <vector>
 
 #include "base/error.h"
@@ -579,46 +575,6 @@ int64_t plane_grain(const Conv2dGeometry& g) {
   return std::max<int64_t>(1, kElementwiseGrain / work);
 }
 
-// ---- pooling helpers ------------------------------------------------------------------------
-
-// The part of one pooling window that lies inside the input (padding excluded).
-struct Window {
-  int64_t h0, h1, w0, w1;  // rows [h0, h1), columns [w0, w1)
-};
-
-Window pool_window(const Pool2dGeometry& g, int64_t oh, int64_t ow) {
-  const int64_t h0 = oh * g.stride_h - g.pad, w0 = ow * g.stride_w - g.pad;
-  return {std::max<int64_t>(h0, 0), std::min(h0 + g.kh, g.h), std::max<int64_t>(w0, 0), std::min(w0 + g.kw, g.w)};
-}
-
-// Runs fn(plane) for each of the n*c planes, in parallel chunks of about kElementwiseGrain
-// window reads each.
-template <class Fn> void for_each_plane(const Pool2dGeometry& g, const Fn& fn) {
-  const int64_t work = std::max<int64_t>(1, g.out_h() * g.out_w() * g.kh * g.kw);
-  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / work);
-  parallel_for(g.n * g.c, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) fn(p);
-  });
-}
-
-// Max and its flat index over one window. Like PyTorch, a NaN always takes over, so any NaN in
-// the window makes the output NaN. pad <= kernel/2 guarantees the window is not empty.
-template <class T> void window_max(const T* plane, int64_t width, const Window& win, T* out, int64_t* out_idx) {
-  T best = -std::numeric_limits<T>::infinity();
-  int64_t best_idx = win.h0 * width + win.w0;
-  for (int64_t ih = win.h0; ih < win.h1; ++ih) {
-    for (int64_t iw = win.w0; iw < win.w1; ++iw) {
-      const T v = plane[ih * width + iw];
-      if (v > best || std::isnan(v)) {
-        best = v;
-        best_idx = ih * width + iw;
-      }
-    }
-  }
-  *out = best;
-  *out_idx = best_idx;
-}
-
 }  // namespace
 
 // ---- conv2d -------------------------------------------------------------------------------------
@@ -939,144 +895,22 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
   if (dbias != nullptr) add_runs(bias_runs, runs, g.k, dbias);
 }
 
-// ---- max pooling --------------------------------------------------------------------------------
-
-template <class T> void max_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y, int64_t* argmax) {
-  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
-  for_each_plane(g, [&](int64_t p) {
-    const T* plane = x + p * g.h * g.w;
-    T* out = y + p * oh_n * ow_n;
-    int64_t* idx = argmax != nullptr ? argmax + p * oh_n * ow_n : nullptr;
-    if (g.pad == 0 && idx != nullptr) {
-      // Unpadded (every window inside): taps outermost, output columns innermost and
-      // branch-free, so a row of windows advances together instead of one window at a time
-      // mispredicting on random data. Same winner as window_max: the first maximum, or the
-      // last NaN.
-      const int64_t sw = g.stride_w, n = ow_n;
-      for (int64_t oh = 0; oh < oh_n; ++oh) {
-        T* __restrict best = out + oh * ow_n;
-        int64_t* __restrict at = idx + oh * ow_n;
-        for (int64_t ow = 0; ow < n; ++ow) {
-          best[ow] = -std::numeric_limits<T>::infinity();
-          at[ow] = oh * g.stride_h * g.w + ow * sw;
-        }
-        for (int64_t i = 0; i < g.kh; ++i) {
-          for (int64_t j = 0; j < g.kw; ++j) {
-            const int64_t base = (oh * g.stride_h + i) * g.w + j;
-            const T* __restrict row = plane + base;
-            for (int64_t ow = 0; ow < n; ++ow) {
-              const T v = row[ow * sw];
-              const bool take = (v > best[ow]) | (v != v);
-              best[ow] = take ? v : best[ow];
-              at[ow] = take ? base + ow * sw : at[ow];
-            }
-          }
-        }
-      }
-      return;
-    }
-    int64_t scratch = 0;
-    for (int64_t oh = 0; oh < oh_n; ++oh) {
-      for (int64_t ow = 0; ow < ow_n; ++ow) {
-        const int64_t o = oh * ow_n + ow;
-        window_max(plane, g.w, pool_window(g, oh, ow), out + o, idx ? idx + o : &scratch);
-      }
-    }
-  });
-}
-
-template <class T> void max_pool2d_backward(const Pool2dGeometry& g, const T* dy, const int64_t* argmax, T* dx) {
-  const int64_t out_plane = g.out_h() * g.out_w(), in_plane = g.h * g.w;
-  for_each_plane(g, [&](int64_t p) {
-    T* plane = dx + p * in_plane;
-    std::fill(plane, plane + in_plane, T(0));
-    const T* grad = dy + p * out_plane;
-    const int64_t* idx = argmax + p * out_plane;
-    for (int64_t o = 0; o < out_plane; ++o) plane[idx[o]] += grad[o];
-  });
-}
-
-// ---- average pooling ----------------------------------------------------------------------------
-
-template <class T> void avg_pool2d_forward(const Pool2dGeometry& g, const T* x, T* y) {
-  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
-  const Acc scale = Acc(1) / Acc(g.kh * g.kw);
-  for_each_plane(g, [&](int64_t p) {
-    const T* plane = x + p * g.h * g.w;
-    T* out = y + p * oh_n * ow_n;
-    for (int64_t oh = 0; oh < oh_n; ++oh) {
-      for (int64_t ow = 0; ow < ow_n; ++ow) {
-        const Window win = pool_window(g, oh, ow);
-        Acc sum = 0;
-        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
-          for (int64_t iw = win.w0; iw < win.w1; ++iw) sum += plane[ih * g.w + iw];
-        }
-        out[oh * ow_n + ow] = static_cast<T>(sum * scale);
-      }
-    }
-  });
-}
-
-template <class T> void avg_pool2d_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
-  const int64_t oh_n = g.out_h(), ow_n = g.out_w();
-  const Acc scale = Acc(1) / Acc(g.kh * g.kw);
-  for_each_plane(g, [&](int64_t p) {
-    T* plane = dx + p * g.h * g.w;
-    std::fill(plane, plane + g.h * g.w, T(0));
-    const T* grad = dy + p * oh_n * ow_n;
-    for (int64_t oh = 0; oh < oh_n; ++oh) {
-      for (int64_t ow = 0; ow < ow_n; ++ow) {
-        const Window win = pool_window(g, oh, ow);
-        const T share = static_cast<T>(grad[oh * ow_n + ow] * scale);
-        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
-          for (int64_t iw = win.w0; iw < win.w1; ++iw) plane[ih * g.w + iw] += share;
-        }
-      }
-    }
-  });
-}
-
 // ---- the table's entries: tensors in, the templates above per dtype -----------------------------
-
-template <class T> T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
 
 void add_conv(Kernels& k) {
   k.conv2d_forward = [](const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                         const Tensor& y) {
     dispatch_float(y.dtype(), "conv2d", [&](auto t) {
       using T = decltype(t);
-      conv2d_forward<T>(g, x.data<T>(), w.data<T>(), ptr<T>(bias), y.data<T>());
+      conv2d_forward<T>(g, x.data<T>(), w.data<T>(), data_or_null<T>(bias), y.data<T>());
     });
   };
   k.conv2d_backward = [](const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                          const Tensor& dw, const Tensor& dbias) {
     dispatch_float(dy.dtype(), "conv2d backward", [&](auto t) {
       using T = decltype(t);
-      conv2d_backward<T>(g, x.data<T>(), w.data<T>(), dy.data<T>(), ptr<T>(dx), ptr<T>(dw), ptr<T>(dbias));
-    });
-  };
-  k.max_pool2d_forward = [](const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& argmax) {
-    dispatch_float(y.dtype(), "max_pool2d", [&](auto t) {
-      using T = decltype(t);
-      max_pool2d_forward<T>(g, x.data<T>(), y.data<T>(), ptr<int64_t>(argmax));
-    });
-  };
-  k.max_pool2d_backward = [](const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, const Tensor& dx) {
-    dispatch_float(dx.dtype(), "max_pool2d backward", [&](auto t) {
-      using T = decltype(t);
-      max_pool2d_backward<T>(g, dy.data<T>(), argmax.data<int64_t>(), dx.data<T>());
-    });
-  };
-  k.avg_pool2d_forward = [](const Pool2dGeometry& g, const Tensor& x, const Tensor& y) {
-    dispatch_float(y.dtype(), "avg_pool2d", [&](auto t) {
-      using T = decltype(t);
-      avg_pool2d_forward<T>(g, x.data<T>(), y.data<T>());
-    });
-  };
-  k.avg_pool2d_backward = [](const Pool2dGeometry& g, const Tensor& dy, const Tensor& dx) {
-    dispatch_float(dx.dtype(), "avg_pool2d backward", [&](auto t) {
-      using T = decltype(t);
-      avg_pool2d_backward<T>(g, dy.data<T>(), dx.data<T>());
+      conv2d_backward<T>(g, x.data<T>(), w.data<T>(), dy.data<T>(), data_or_null<T>(dx), data_or_null<T>(dw),
+                         data_or_null<T>(dbias));
     });
   };
 }

@@ -26,7 +26,8 @@ struct Kernels {
   // ---- reductions (reduce_kernel.cpp); integer sums into an int64 `out`
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes);
   void (*argmax)(const Tensor& out, const Tensor& x, int64_t rows, int64_t n);  // x: (rows, n) contiguous
-  // ---- NCHW convolution and pooling (conv_kernel.cpp, conventions in conv_kernel.h); contiguous
+  // ---- NCHW convolution and pooling (conv_kernel.cpp, pool_kernel.cpp; conventions in
+  // conv_kernel.h); contiguous
   // float32/float64; an undefined bias, argmax or gradient is skipped
   void (*conv2d_forward)(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& y);
@@ -55,6 +56,9 @@ struct Kernels {
 // The active variant's table (ops/dispatch.cpp).
 const Kernels& kernels();
 
+// t's elements, or null for an undefined tensor (an optional operand of a kernel entry).
+template <class T> T* data_or_null(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
+
 // Each variant's table (table.cpp); defined for the variants built.
 NX_CPU_VARIANT_TABLES(Kernels, kernels_for);
 
@@ -64,6 +68,7 @@ inline namespace NX_CPU_VARIANT {  // inline, as loops.h opens it (base/cpu_vari
 void add_elementwise(Kernels& k);
 void add_reduce(Kernels& k);
 void add_conv(Kernels& k);
+void add_pool(Kernels& k);
 void add_xent(Kernels& k);
 void add_optim(Kernels& k);
 }  // namespace NX_CPU_VARIANT

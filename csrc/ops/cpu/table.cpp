@@ -9,6 +9,7 @@ const Kernels& kernels_for(VariantTag<CpuVariant::NX_CPU_VARIANT>) {
     NX_CPU_VARIANT::add_elementwise(k);
     NX_CPU_VARIANT::add_reduce(k);
     NX_CPU_VARIANT::add_conv(k);
+    NX_CPU_VARIANT::add_pool(k);
     NX_CPU_VARIANT::add_xent(k);
     NX_CPU_VARIANT::add_optim(k);
     return k;
