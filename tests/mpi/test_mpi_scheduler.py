@@ -10,6 +10,8 @@ import pytest
 
 from mpi_jobs import by_check
 
+from nexus.scheduler.balance import TABU_DECISIONS
+
 N = 3
 HYSTERESIS = 0.05  # what jobs/scheduler.py passes to the adaptive run from an equal split
 
@@ -57,14 +59,25 @@ def test_adaptive_balance_corrects_an_equal_first_split(job):
     # the equal split is left; but the speeds the ranks see are the machine's (a loaded machine
     # can make them alike), so what is checked is that the balancer acted on what it measured:
     # a move exactly where a re-solved split cleared the hysteresis twice running, in the same
-    # direction, and the moves chained from the equal split to the final shares.
+    # direction and not in a direction just rolled back; a roll back exactly where the window
+    # after a move came out slower by more than the hysteresis; and the moves chained from the
+    # equal split to the final shares.
     assert decisions and decisions[0]["shares"] == [683, 683, 682]
-    pending = None
+    pending, tabu = None, None  # tabu: [direction, decisions left], as balance.TABU_DECISIONS
     for d in decisions:
+        if d.get("rolled_back"):
+            assert d["moved"] and d["after"] > d["before"] * (1 + HYSTERESIS), d
+            tabu = [[(o > s) - (o < s) for o, s in zip(d["shares"], d["solved"])], TABU_DECISIONS]
+            pending = None
+            continue
         clears = d["solved"] != d["shares"] and d["gain"] >= 1 + HYSTERESIS
-        direction = [(n > s) - (n < s) for n, s in zip(d["solved"], d["shares"])] if clears else None
-        assert d["moved"] == (clears and direction == pending), d
-        pending = None if d["moved"] else direction
+        direction = [(n > s) - (n < s) for n, s in zip(d["solved"], d["shares"])]
+        blocked = tabu is not None and direction == tabu[0]
+        if tabu is not None:
+            tabu = None if tabu[1] <= 1 else [tabu[0], tabu[1] - 1]
+        allowed = clears and not blocked
+        assert d["moved"] == (allowed and direction == pending), d
+        pending = None if d["moved"] or not allowed else direction
     moves = [d for d in decisions if d["moved"]]
     assert [e["new"] for e in events] == [d["solved"] for d in moves]
     assert all(sum(e["new"]) == 2048 and e["new"] != e["old"] for e in events)
