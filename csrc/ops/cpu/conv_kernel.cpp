@@ -395,17 +395,37 @@ template <class T> struct PlaneConv {
   void pad(const T* x, T* out) const {
     const int64_t sw = g.stride_w;
     std::fill(out, out + plane, T(0));  // one pass: cheaper than a few elements per row on small planes
+    if (sw == 2) return pad_two_phases(x, out);
     for (int64_t ph = 0; ph < sw; ++ph) {
       const Range r = phase_columns(ph);
       for (int64_t ih = 0; ih < g.h; ++ih) {
         T* __restrict dst = out + (ph * rows + ih + g.pad_h) * phase_w;
         const T* __restrict src = x + ih * g.w + ph - g.pad_w;
         if (sw == 1) std::copy(src + r.lo, src + r.hi, dst + r.lo);
-        else if (sw == 2)  // a constant stride: vectorised with shuffles
-          for (int64_t m = r.lo; m < r.hi; ++m) dst[m] = src[m * 2];
         else
           for (int64_t m = r.lo; m < r.hi; ++m) dst[m] = src[m * sw];
       }
+    }
+  }
+
+  // pad at column stride 2: each input row read once, its pairs split into the two phases by one
+  // loop whose loads the compiler de-interleaves with shuffles (the mirror of unpad's).
+  void pad_two_phases(const T* x, T* out) const {
+    const Range r0 = phase_columns(0), r1 = phase_columns(1);
+    const int64_t lo = std::max(r0.lo, r1.lo), hi = std::min(r0.hi, r1.hi);
+    for (int64_t ih = 0; ih < g.h; ++ih) {
+      const T* row = x + ih * g.w - g.pad_w;  // phase ph's column m is row[2 * m + ph]
+      T* __restrict even = out + (ih + g.pad_h) * phase_w;
+      T* __restrict odd = even + rows * phase_w;
+      for (int64_t m = r0.lo; m < std::min(lo, r0.hi); ++m) even[m] = row[2 * m];
+      for (int64_t m = r1.lo; m < std::min(lo, r1.hi); ++m) odd[m] = row[2 * m + 1];
+      const T* __restrict in = row;
+      for (int64_t m = lo; m < hi; ++m) {
+        even[m] = in[2 * m];
+        odd[m] = in[2 * m + 1];
+      }
+      for (int64_t m = std::max(hi, r0.lo); m < r0.hi; ++m) even[m] = row[2 * m];
+      for (int64_t m = std::max(hi, r1.lo); m < r1.hi; ++m) odd[m] = row[2 * m + 1];
     }
   }
 
