@@ -56,13 +56,12 @@ Conv2dGeometry conv2d_geometry(const Shape& x, const Shape& w, int64_t stride_h,
                                int64_t pad_w, int64_t groups) {
   NX_CHECK(x.size() == 4, "conv2d: input must be 4-D (N, C, H, W), got shape ", shape_str(x));
   NX_CHECK(w.size() == 4, "conv2d: weight must be 4-D (K, C / groups, KH, KW), got shape ", shape_str(w));
-  NX_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
+  Conv2dGeometry g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], stride_h, stride_w, pad_h, pad_w, groups};
+  check_conv2d(g, "conv2d");  // groups > 0 and dividing both channel counts, before the product below
   int64_t expected = 0;
   NX_CHECK(checked_mul(w[1], groups, &expected) && expected == x[1], "conv2d: weight of shape ", shape_str(w),
            " with groups=", groups, " expects ", w[1], " x ", groups, " input channels, but the input of shape ",
            shape_str(x), " has ", x[1]);
-  Conv2dGeometry g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], stride_h, stride_w, pad_h, pad_w, groups};
-  check_conv2d(g, "conv2d");
   return g;
 }
 

@@ -589,9 +589,10 @@ template <class T> struct PlaneConv {
   }
 };
 
-// Units of about kElementwiseGrain multiply-adds each, for parallel_for over planes (or groups).
-int64_t plane_grain(const Conv2dGeometry& g) {
-  const int64_t work = std::max<int64_t>(1, g.out_h() * g.out_w() * g.c_per_group() * g.kh * g.kw * g.k_per_group());
+// Units of about kElementwiseGrain multiply-adds each, for parallel_for over planes that each
+// sum `channels` planes over every tap.
+int64_t plane_grain(const Conv2dGeometry& g, int64_t channels) {
+  const int64_t work = std::max<int64_t>(1, g.out_h() * g.out_w() * channels * g.kh * g.kw);
   return std::max<int64_t>(1, kElementwiseGrain / work);
 }
 
@@ -610,7 +611,7 @@ template <class T> void conv2d_forward_grouped(const Conv2dGeometry& g, const T*
     // of its units that read them (all kg outputs of the group, unless the run ends there).
     const PlaneConv<T> conv(g);
     const int64_t cg = g.c_per_group(), kg = g.k_per_group();
-    parallel_for(g.n * g.k, plane_grain(g), [&](int64_t u0, int64_t u1) {
+    parallel_for(g.n * g.k, plane_grain(g, g.c_per_group()), [&](int64_t u0, int64_t u1) {
       alloc::Scratch<T> planes(static_cast<size_t>(cg * conv.plane));
       int64_t padded = -1;  // the (image, group) whose planes are in `planes`
       for (int64_t u = u0; u < u1; ++u) {
@@ -793,7 +794,7 @@ void conv2d_backward_grouped(const Conv2dGeometry& g, const T* x, const T* w, co
     const int64_t cg = g.c_per_group(), kg = g.k_per_group(), area = g.kh * g.kw;
     const int64_t grad_plane = g.out_h() * conv.grad_w();
     if (dx != nullptr)  // one unit: one input channel of one image
-      parallel_for(g.n * g.c, plane_grain(g), [&](int64_t u0, int64_t u1) {
+      parallel_for(g.n * g.c, plane_grain(g, g.k_per_group()), [&](int64_t u0, int64_t u1) {
         alloc::Scratch<T> in(static_cast<size_t>(conv.plane)), grad(static_cast<size_t>(grad_plane));
         for (int64_t u = u0; u < u1; ++u) {
           const int64_t b = u / g.c, c = u % g.c, q = c / cg;
