@@ -201,6 +201,7 @@ void bind_graph(py::module_& m) {
           "forward_backward",
           [](engine::CompiledModel& c, const Tensor& x, const Tensor& y) { return c.forward_backward(x, y); },
           py::arg("x"), py::arg("y"), nogil)
+      .def("profile", &engine::CompiledModel::profile, py::arg("x"), py::arg("y"), nogil)
       .def("train_step", &engine::CompiledModel::train_step, py::arg("x"), py::arg("y"), py::arg("opt"), py::arg("lr"),
            py::arg("state"), py::arg("reducer") = nullptr, nogil)
       .def("predict", &engine::CompiledModel::predict, nogil)

@@ -189,18 +189,26 @@ ReduceSpace reduce_space(const Reduction& red, const Shape& shape, const std::ve
 }
 
 // One partial accumulator per (output element, row of the reduced dims, chunk of kChunk of a row):
-// chunks are fixed, so the result does not depend on the thread count.
+// chunks are fixed, so the result does not depend on the thread count. The partials are visited
+// in the order of memory: output by output, or row by row where the reduced rows lie further
+// apart than the outputs (a sum over (N, H, W) of (N, C, H, W): each batch row, channel after
+// channel); either order fills the same partials.
 std::vector<Acc> reduce_chunks(const FusedKernel& k, const Variant& v, const ReduceSpace& rs, const Operands& args,
                                const std::vector<double>& consts, int64_t chunks, int64_t per_out) {
   const size_t nin = v.inner.size(), nops = args.base.size();  // inputs, then side outputs (inner stride 1)
-  const int64_t n = rs.reduced.shape.back();
+  const int64_t n = rs.reduced.shape.back(), rows = per_out / chunks;
+  const size_t outer_dims = rs.reduced.shape.size() - 1;
+  const bool rows_first = rows > 1 && !rs.keep.shape.empty() && outer_dims > 0 &&
+                          std::abs(rs.reduced.strides[0][outer_dims - 1]) > std::abs(rs.keep.strides[0].back());
   std::vector<Acc> partial(size_t(rs.outer * per_out));
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::min(n, kern::kChunk));
   parallel_for(rs.outer * per_out, grain, [&](int64_t b, int64_t e) {
     std::vector<int64_t> ko(nops), ro(nops);
     std::vector<char*> p(nops);
-    for (int64_t item = b; item < e; ++item) {
-      const int64_t o = item / per_out, row = (item % per_out) / chunks, ch = item % chunks;
+    for (int64_t visit = b; visit < e; ++visit) {
+      const int64_t ch = visit % chunks, o = rows_first ? visit / chunks % rs.outer : visit / per_out,
+                    row = rows_first ? visit / (chunks * rs.outer) : visit / chunks % rows;
+      const int64_t item = o * per_out + row * chunks + ch;
       row_offsets(rs.keep, o, rs.keep.shape.size(), ko);
       row_offsets(rs.reduced, row, rs.reduced.shape.size() - 1, ro);
       for (size_t i = 0; i < nops; ++i)

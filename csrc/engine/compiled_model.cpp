@@ -1,6 +1,7 @@
 #include "engine/compiled_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 
 #include "engine/executor.h"
@@ -101,12 +102,15 @@ void CompiledModel::bind_state(Executor& ex) const {
   for (size_t i = 0; i < buffers_.size(); ++i) ex.set(g_.buffers[i], buffers_[i]);
 }
 
-double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const GradReady& ready) {
+double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const GradReady& ready,
+                                       const std::function<void(size_t)>& after_node) {
   Executor ex(g_, fusion_.get(), device_);
   bind_state(ex);
-  if (ready)
+  if (ready || after_node)
     ex.after_node = [&](size_t i) {
-      for (size_t p : grads_final_at_[i]) ready(p, ex.get(g_.param_grads[p]));
+      if (ready)
+        for (size_t p : grads_final_at_[i]) ready(p, ex.get(g_.param_grads[p]));
+      if (after_node) after_node(i);
     };
   ex.set(g_.inputs[0], on_device(x));
   ex.set(g_.inputs[1], on_device(y));
@@ -121,6 +125,17 @@ double CompiledModel::forward_backward(const Tensor& x, const Tensor& y, const G
         grads_[i] = ops::contiguous(grads_[i], /*force_copy=*/true);
   }
   return host_loss(ex.get(g_.loss));
+}
+
+std::vector<double> CompiledModel::profile(const Tensor& x, const Tensor& y) {
+  std::vector<double> seconds(g_.nodes().size(), 0.0);
+  auto last = std::chrono::steady_clock::now();
+  forward_backward(x, y, {}, [&](size_t i) {
+    const auto now = std::chrono::steady_clock::now();
+    seconds[i] = std::chrono::duration<double>(now - last).count();
+    last = now;
+  });
+  return seconds;
 }
 
 double CompiledModel::train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt, double lr,

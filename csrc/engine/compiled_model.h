@@ -32,7 +32,13 @@ class CompiledModel {
   using GradReady = std::function<void(size_t param, const Tensor& grad)>;
 
   // Forward and backward on one batch; returns the loss and leaves the gradients in grads().
-  double forward_backward(const Tensor& x, const Tensor& y, const GradReady& ready = {});
+  // after_node: called with each node's index once it (or the fused group it closes) has run.
+  double forward_backward(const Tensor& x, const Tensor& y, const GradReady& ready = {},
+                          const std::function<void(size_t)>& after_node = {});
+  // forward_backward, timed: the seconds each node took (a fused group's at its last member; 0
+  // for nodes that did not run or ran inside a group). The gradients are left as forward_backward
+  // leaves them.
+  std::vector<double> profile(const Tensor& x, const Tensor& y);
   // One training step: forward_backward, then the fused optimizer update of every parameter.
   // The optimizer's state (step count, moments) belongs to the optimizer object that owns it.
   // With a reducer (data parallel), the gradients go through it between backward and the update

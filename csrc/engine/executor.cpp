@@ -50,11 +50,13 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
     case OpKind::Conv2d: return ops::conv2d(in[0], in[1], opt(in, 2), I[0], I[1], I[2], I[3], I[4]);
     case OpKind::MaxPool2d: return ops::max_pool2d(in[0], I[0], I[1], I[2], I[3]);
     case OpKind::AvgPool2d: return ops::avg_pool2d(in[0], I[0], I[1], I[2], I[3]);
-    // Dropout and BatchNorm follow the pass's mode unless the node fixes it (ints[0], nx.jit).
+    // Dropout, BatchNorm and BatchNormStats follow the pass's mode unless the node fixes it (ints[0], nx.jit).
     case OpKind::Dropout: return ops::dropout(in[0], F[0], I.empty() ? training : I[0] != 0);
     case OpKind::BatchNorm:  // inputs: x, weight, bias, running_mean, running_var
       return ops::batch_norm(in[0], opt(in, 3), opt(in, 4), opt(in, 1), opt(in, 2), I.empty() ? training : I[0] != 0,
                              F[0], F[1]);
+    case OpKind::BatchNormStats:  // inputs: x, running_mean, running_var
+      return ops::batch_norm_stats(in[0], opt(in, 1), opt(in, 2), I.empty() ? training : I[0] != 0, F[0], F[1]);
     case OpKind::LayerNorm: return ops::layer_norm(in[0], Shape(I.begin(), I.end()), opt(in, 1), opt(in, 2), F[0]);
     case OpKind::Softmax: return ops::softmax(in[0], I[0]);
     case OpKind::LogSoftmax: return ops::log_softmax(in[0], I[0]);

@@ -71,13 +71,14 @@ void ShapeInference::infer(graph::Graph& g, size_t from_node) {
     }
     v.shape = t.shape();
     v.dtype = t.dtype();
-    // Dim 0 is the batch where an input carries it (an op on parameters alone has none).
+    // Dim 0 is the batch where an input carries it (an op on parameters alone has none) and the
+    // result kept it (batch_norm_stats' statistics, a loss: one for the whole batch).
     bool batched = false;
     for (int id : n.inputs) {
       const Shape& s = g.value(id).shape;
       batched = batched || (!s.empty() && s[0] == kBatch);
     }
-    if (batched && !v.shape.empty() && n.kind != OpKind::CrossEntropy) v.shape[0] = kBatch;
+    if (batched && !v.shape.empty() && v.shape[0] == kDummyBatch) v.shape[0] = kBatch;
   }
 }
 

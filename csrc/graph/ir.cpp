@@ -17,6 +17,7 @@ const char* kind_name(OpKind k) {
                                 "avg_pool2d",
                                 "dropout",
                                 "batch_norm",
+                                "batch_norm_stats",
                                 "layer_norm",
                                 "softmax",
                                 "log_softmax",

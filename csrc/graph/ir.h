@@ -31,6 +31,10 @@ enum class OpKind : uint8_t {
   AvgPool2d,
   Dropout,
   BatchNorm,
+  // (x, running_mean, running_var): per channel, mean and 1 / sqrt(var + eps) stacked as
+  // (1, 2, C, 1, ...); training: the batch's (the running stats move), else the running ones.
+  // ints: [training] fixes the mode; floats: momentum, eps
+  BatchNormStats,
   LayerNorm,
   Softmax,
   LogSoftmax,

@@ -291,4 +291,18 @@ template <class A, class V> std::array<V, 3> batch_norm_rule(A& k, const V& x, c
   return out;
 }
 
+// batch_norm_stats(x) = (mean, rstd) per channel, stacked as (1, 2, C, 1, ...), from their
+// gradients g (the same shape): d mean / dx = 1 / n and d rstd / dx = -rstd^3 (x - mean) / n (as
+// d var / dx = 2 (x - mean) / n), n the values per channel.
+template <class A, class V> V batch_norm_stats_rule(A& k, const V& x, const V& stats, const V& g) {
+  RuleAxes axes{0};
+  for (size_t d = 2; d < k.shape(x).size(); ++d) axes.push_back(int64_t(d));
+  const V mean = k.select(stats, 1, 0), rstd = k.select(stats, 1, 1);
+  const V rstd3 = k.binary(BinaryOp::Mul, k.binary(BinaryOp::Mul, rstd, rstd), rstd);
+  const V per_spread = k.binary(BinaryOp::Mul, k.select(g, 1, 1), rstd3);
+  const V centred = k.binary(BinaryOp::Sub, x, mean);
+  const V sum = k.binary(BinaryOp::Sub, k.select(g, 1, 0), k.binary(BinaryOp::Mul, per_spread, centred));
+  return k.cast_like(per_count(k, x, sum, axes, 0), x);
+}
+
 }  // namespace nexus::ops::grad

@@ -1,5 +1,6 @@
 // Neural-network ops: cross_entropy (one fused kernel with its own rule), and dropout,
-// layer_norm, batch_norm composed from the primitives (their gradients come from theirs).
+// layer_norm, batch_norm composed from the primitives (their gradients come from theirs);
+// batch_norm_stats, the statistics a compiled graph's batch norm reads (one pass on the host).
 #include <cmath>
 
 #include "ops/cpu/kernels.h"
@@ -92,32 +93,46 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return y;
 }
 
+// batch_norm's and batch_norm_stats's argument checks; returns the channel count.
+static int64_t check_batch_norm(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                                const Tensor& weight, const Tensor& bias, bool training) {
+  NX_CHECK(x.ndim() >= 2, op, ": input must be (N, C, ...), got shape ", shape_str(x.shape()));
+  const int64_t c = x.shape()[1];
+  for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
+    NX_CHECK(!p->defined() || p->shape() == Shape{c}, op, ": running stats, weight and bias must have shape (", c,
+             ",) for an input of shape ", shape_str(x.shape()), ", got ", shape_str(p->shape()));
+  NX_CHECK(training || (running_mean.defined() && running_var.defined()), op,
+           ": running_mean and running_var are required when training=False");
+  NX_CHECK(!training || x.numel() / std::max<int64_t>(c, 1) > 1, op,
+           ": expected more than 1 value per channel when training, got input shape ", shape_str(x.shape()));
+  return c;
+}
+
+// The running statistics (either may be undefined) moved by `momentum` towards a batch's mean
+// and biased variance (C values each) over n values per channel; the variance unbiased, as PyTorch.
+static void update_running(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean, const Tensor& var,
+                           double momentum, int64_t n) {
+  autograd::NoGradGuard no_grad;
+  const int64_t c = mean.numel();
+  if (running_mean.defined())
+    copy_(running_mean, add(mul_scalar(running_mean, 1 - momentum), mul_scalar(reshape(mean.detach(), {c}), momentum)));
+  if (running_var.defined())
+    copy_(running_var, add(mul_scalar(running_var, 1 - momentum),
+                           mul_scalar(reshape(var.detach(), {c}), momentum * double(n) / double(n - 1))));
+}
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  NX_CHECK(x.ndim() >= 2, "batch_norm: input must be (N, C, ...), got shape ", shape_str(x.shape()));
-  int64_t c = x.shape()[1];
-  for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
-    NX_CHECK(!p->defined() || p->shape() == Shape{c}, "batch_norm: running stats, weight and bias must have shape (", c,
-             ",) for an input of shape ", shape_str(x.shape()), ", got ", shape_str(p->shape()));
-  NX_CHECK(training || (running_mean.defined() && running_var.defined()),
-           "batch_norm: running_mean and running_var are required when training=False");
+  const int64_t c = check_batch_norm("batch_norm", x, running_mean, running_var, weight, bias, training);
   Axes axes{0};
   for (int64_t d = 2; d < x.ndim(); ++d) axes.push_back(d);
   Shape bshape(size_t(x.ndim()), 1);
   bshape[1] = c;
   Tensor mu, v;
   if (training) {
-    int64_t n = x.numel() / std::max<int64_t>(c, 1);
-    NX_CHECK(n > 1, "batch_norm: expected more than 1 value per channel when training, got input shape ",
-             shape_str(x.shape()));
     mu = mean(x, axes, true);
     v = var(x, axes, true, 0);
-    autograd::NoGradGuard no_grad;
-    if (running_mean.defined())
-      copy_(running_mean, add(mul_scalar(running_mean, 1 - momentum), mul_scalar(reshape(mu.detach(), {c}), momentum)));
-    if (running_var.defined())
-      copy_(running_var, add(mul_scalar(running_var, 1 - momentum),
-                             mul_scalar(reshape(v.detach(), {c}), momentum * double(n) / double(n - 1))));
+    update_running(running_mean, running_var, mu, v, momentum, x.numel() / c);
   } else {
     mu = reshape(running_mean, bshape);
     v = reshape(running_var, bshape);
@@ -126,6 +141,37 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (weight.defined()) y = mul(y, reshape(weight, bshape));
   if (bias.defined()) y = add(y, reshape(bias, bshape));
   return y;
+}
+
+Tensor batch_norm_stats(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, bool training,
+                        double momentum, double eps) {
+  const int64_t c = check_batch_norm("batch_norm", x, running_mean, running_var, {}, {}, training);
+  NX_CHECK_TYPE(is_floating(x.dtype()), "batch_norm: expected a floating-point input, got ", dtype_name(x.dtype()));
+  autograd::NoGradGuard no_grad;
+  Tensor mu, v;  // (C) each
+  if (training) {
+    if (x.device().is_cpu() && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64)) {
+      Tensor stats = Tensor::empty({2, c}, DType::Float64);  // one pass over x
+      cpu::kernels().channel_stats(stats, contiguous(x));
+      mu = select(stats, 0, 0);
+      v = select(stats, 0, 1);
+    } else {
+      Axes axes{0};
+      for (int64_t d = 2; d < x.ndim(); ++d) axes.push_back(d);
+      mu = mean(x, axes, false);
+      v = var(x, axes, false, 0);
+    }
+    update_running(running_mean, running_var, mu, v, momentum, x.numel() / c);
+  } else {
+    mu = running_mean;
+    v = running_var;
+  }
+  Tensor root = unary(UnaryOp::Sqrt, add_scalar(v, eps));
+  Tensor rstd = div(scalar_like(1, root), root);
+  Shape shape(size_t(x.ndim()) + 1, 1);  // (1, 2, C, 1, ...): dim 0 is never read as a batch
+  shape[1] = 2;
+  shape[2] = c;
+  return reshape(astype(stack({mu, rstd}, 0), x.dtype()), shape);
 }
 
 }  // namespace nexus::ops

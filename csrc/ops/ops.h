@@ -90,5 +90,12 @@ Tensor dropout_mask(const Tensor& x, double p);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps);
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps);
+// batch_norm's statistics per channel (axis 1) of x (N, C, ...): mean and 1 / sqrt(var + eps),
+// stacked as (1, 2, C, 1, ...) in x's dtype so that each row (axis 1) broadcasts against x. Training: the
+// batch's (biased variance, one pass over x on the host), and the running stats (when given)
+// move by `momentum` towards them (the unbiased variance, as PyTorch); else the running ones. It
+// records no gradient: compiled graphs differentiate it by their own rule (derivative_rules.h).
+Tensor batch_norm_stats(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, bool training,
+                        double momentum, double eps);
 
 }  // namespace nexus::ops

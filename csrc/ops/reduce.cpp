@@ -32,6 +32,14 @@ Shape reduced_shape(const Shape& shape, const Axes& axes, bool keepdims) {
   return out;
 }
 
+// Does x repeat one element along every axis in `axes` (stride 0, none of them empty)?
+static bool broadcast_along(const Tensor& x, const Axes& axes) {
+  if (axes.empty()) return false;
+  for (int64_t a : axes)
+    if (x.strides()[a] != 0 || x.shape()[a] == 0) return false;
+  return true;
+}
+
 Tensor reduce(ReduceOp op, const Tensor& x, const Axes& axes_in, bool keepdims) {
   check_reduce_op(op, "reduce: op", kReductions);
   if (op == ReduceOp::Mean) return mean(x, axes_in, keepdims);
@@ -41,6 +49,18 @@ Tensor reduce(ReduceOp op, const Tensor& x, const Axes& axes_in, bool keepdims) 
     for (int64_t a : axes)
       NX_CHECK(x.shape()[a] > 0, name, ": zero-size axis ", a, " of shape ", shape_str(x.shape()),
                " has no identity; reduce over non-empty axes");
+  if (op == ReduceOp::Sum && is_floating(x.dtype()) && broadcast_along(x, axes)) {
+    // Each reduced value is one element repeated (a view of a broadcast, such as the ones a
+    // gradient's count sums): that element times the count, without a pass over the repeats.
+    Tensor once = x.detach();
+    double n = 1;
+    for (auto a = axes.rbegin(); a != axes.rend(); ++a) {
+      n *= double(x.shape()[*a]);
+      once = keepdims ? slice(once, *a, 0, 1, 1) : select(once, *a, 0);
+    }
+    Tensor out = mul_scalar(once, n);
+    return autograd::record(name, out, {x}, grad::sum(x.shape(), axes, keepdims));
+  }
   DType cdt = compute_dtype(x.dtype());
   DType out_dt = x.dtype();
   if (op == ReduceOp::Sum && !is_floating(x.dtype())) out_dt = cdt = DType::Int64;

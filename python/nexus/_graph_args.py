@@ -27,6 +27,13 @@ def integer(where: str, arg: str, v, low: int = 1) -> int:
     return int(v)
 
 
+def boolean(where: str, arg: str, v) -> bool:
+    """``v`` as a bool (True or False, not a number or a string)."""
+    if not isinstance(v, bool):
+        raise TypeError(f"{where}: {arg} must be True or False, got {v!r} ({type(v).__name__})")
+    return v
+
+
 def pair(where: str, arg: str, v, low: int = 1) -> list[int]:
     """An int or a pair of ints, each >= ``low``, as ``[h, w]``."""
     if _is_int(v):

@@ -199,20 +199,23 @@ class GraphBuilder:
 
     @_transaction
     def conv2d(self, filters: int, kernel_size, stride=1, padding="valid", activation=None,
-               name: str | None = None, groups: int = 1) -> "GraphBuilder":
+               name: str | None = None, groups: int = 1, use_bias: bool = True) -> "GraphBuilder":
         """A 2-D convolution over NCHW input; ``kernel_size``, ``stride``: an int or a pair;
         ``padding``: "valid", "same" (stride 1, odd kernel) or an int or pair; ``groups``: the
         channels split into independent convolutions (as Keras' and torch's: it must divide the
-        input channels and ``filters``; ``groups`` = input channels is a depthwise convolution).
+        input channels and ``filters``; ``groups`` = input channels is a depthwise convolution);
+        ``use_bias=False`` leaves the bias out (as before a batch norm, whose shift replaces it).
 
         Example:
             >>> g.conv2d(32, 3, padding="same", groups=32, activation="relu")  # depthwise
+            >>> g.conv2d(64, 3, padding=1, use_bias=False).batch_norm().activation("relu")
         """
         e, at = self._entry("conv2d", name)
         e.update(filters=_args.integer(at, "filters", filters),
                  kernel_size=_args.pair(at, "kernel_size", kernel_size),
                  stride=_args.pair(at, "stride", stride), padding=_args.padding(at, padding),
-                 activation=_activation(at, activation), groups=_args.integer(at, "groups", groups))
+                 activation=_activation(at, activation), groups=_args.integer(at, "groups", groups),
+                 use_bias=_args.boolean(at, "use_bias", use_bias))
         return self._apply(e)
 
     @_transaction
@@ -591,8 +594,8 @@ class GraphBuilder:
         cg = c // groups
         w = self._param(name, "weight",
                         self._init(name, cg * kh * kw, k // groups * kh * kw, (k, cg, kh, kw), e["activation"]))
-        b = self._param(name, "bias", np.zeros(k))
-        y = self._node(_K.conv2d, [x, w, b], name, ints=[sh, sw, ph, pw, groups])
+        inputs = [x, w, self._param(name, "bias", np.zeros(k))] if e["use_bias"] else [x, w]
+        y = self._node(_K.conv2d, inputs, name, ints=[sh, sw, ph, pw, groups])
         return self._act(y, e["activation"], name)
 
     def _pool(self, kind, e):
@@ -621,7 +624,18 @@ class GraphBuilder:
         rm = self._graph.add_buffer(f"{name}.running_mean", [c], getattr(_C.DType, self.dtype))
         self._buffers.append((f"{name}.running_var", np.ones(c, self.dtype)))
         rv = self._graph.add_buffer(f"{name}.running_var", [c], getattr(_C.DType, self.dtype))
-        return self._node(_K.batch_norm, [self._current, w, b, rm, rv], name, floats=[e["momentum"], e["eps"]])
+        # The statistics (one pass over x), then (x - mean) * (rstd * weight) + bias as elementwise
+        # nodes: fusion joins them with what follows (an activation, a residual add) into one
+        # kernel, and the backward is elementwise nodes and per-channel sums that fuse alike.
+        x = self._current
+        stats = self._node(_K.batch_norm_stats, [x, rm, rv], name, floats=[e["momentum"], e["eps"]])
+        mean, rstd = (self._node(_K.select, [stats], name, ints=[1, row]) for row in (0, 1))
+        per_channel = [1, c] + [1] * (len(self.shape_of(x)) - 2)
+        w, b = (self._node(_K.reshape, [p], name, ints=per_channel) for p in (w, b))
+        scale = self._node(_K.binary, [rstd, w], name, binary=_B.mul)
+        centred = self._node(_K.binary, [x, mean], name, binary=_B.sub)
+        y = self._node(_K.binary, [centred, scale], name, binary=_B.mul)
+        return self._node(_K.binary, [y, b], name, binary=_B.add)
 
     def _build_layer_norm(self, e):
         features = list(self.shape_of(self._current)[1:])

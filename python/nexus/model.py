@@ -151,6 +151,41 @@ class Model:
         self._check_batch("forward_backward", x, y)
         return self._native.forward_backward(_as_features(x, self._dtype), _as_labels(y))
 
+    def profile(self, x, y, steps: int = 5) -> list[dict]:
+        """Where a training step's time goes: ``steps`` forward + backward passes on a batch (as
+        ``forward_backward``: no update, but batch norms' running statistics move as in training),
+        each op or fused kernel timed on its own.
+
+        Returns one dict per op or kernel that ran, slowest first: ``node`` (its index in
+        ``graph_dump()``; a kernel's last node), ``layer``, ``op`` (the node's kind, or
+        ``"fused "`` and the kernel's name), ``ms`` (the median over the steps) and ``share``
+        (of the pass's total).
+
+        Raises:
+            ValueError: ``steps`` < 1, or a batch ``forward_backward`` refuses.
+
+        Example:
+            >>> for row in model.profile(x[:64], y[:64])[:5]:
+            ...     print(f"{row['ms']:.3f} ms  {row['op']}  {row['layer']}")
+        """
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"profile: steps must be a positive int, got {steps!r}")
+        self._check_batch("profile", x, y)
+        xs, ys = _as_features(x, self._dtype), _as_labels(y)
+        times = np.median([self._native.profile(xs, ys) for _ in range(steps)], axis=0)
+        kernels = {g["nodes"][-1]: g["kernel"] for g in self._native.fusion_groups(1)}
+        rows, total = [], float(times.sum()) or 1.0
+        for line in self._native.dump().splitlines():
+            node, rest = line.split(": ", 1)
+            i = int(node)
+            if times[i] <= 0:
+                continue
+            op = f"fused {kernels[i]}" if i in kernels else rest.split(" = ", 1)[1].split("(", 1)[0]
+            layer = rest.rsplit("# ", 1)[1] if "# " in rest else ""
+            rows.append({"node": i, "layer": layer, "op": op, "ms": float(times[i]) * 1e3,
+                         "share": float(times[i]) / total})
+        return sorted(rows, key=lambda r: -r["ms"])
+
     def _check_batch(self, where: str, x, y=None) -> None:
         if not hasattr(x, "shape"):
             x = np.asarray(x)

@@ -490,11 +490,12 @@ template <class T> void reductions() {
       std::vector<T> v = std::is_integral_v<T> && op != ReduceOp::Sum ? small_ints<T>(n, 16) : small_ints<T>(n, 17);
       check_reduction<T>(op, tensor<T>({n}, v), v, {}, name + " n=" + std::to_string(n));
     }
-    for (const Shape& sh : {Shape{37, 129}, Shape{5, 7, 33}, Shape{3, 40000}}) {
+    for (const Shape& sh : {Shape{37, 129}, Shape{5, 7, 33}, Shape{3, 40000}, Shape{6, 5, 7, 33}}) {
       std::vector<T> v = small_ints<T>(numel(sh), 18);
       Tensor x = tensor<T>(sh, v);
       std::vector<ops::Axes> axes_sets = {{0}, {int64_t(sh.size()) - 1}, {}};
       if (sh.size() == 3) axes_sets.insert(axes_sets.end(), {{1}, {0, 2}, {1, 2}});
+      if (sh.size() == 4) axes_sets.insert(axes_sets.end(), {{0, 2, 3}, {0, 3}});  // kept axes in the middle
       for (const ops::Axes& axes : axes_sets) {
         std::ostringstream what;
         what << name << " " << shape_str(sh) << " axes " << shape_str(axes);
@@ -513,6 +514,48 @@ TEST(reductions_match_the_reference_and_ignore_the_thread_count) {
   reductions<double>();
   reductions<int32_t>();
   reductions<int64_t>();
+}
+
+// batch_norm_stats: per-channel mean and 1 / sqrt(var + eps) of (N, C, H, W), against long
+// double sums, for channels whose mean is far from zero against their spread (the one-pass sums
+// are shifted by each channel's first value); the same bits on any thread count.
+template <class T> void batch_norm_statistics() {
+  const int64_t N = 7, C = 3, S = 5 * 41;
+  std::mt19937 rng(21);
+  std::normal_distribution<double> normal;
+  std::vector<T> v(size_t(N * C * S));
+  for (int64_t i = 0; i < N * C * S; ++i) v[size_t(i)] = T(normal(rng) * 0.5 + (i / S % C) * 1000.0 - 300.0);
+  const Tensor x = tensor<T>({N, C, 5, 41}, v);
+  Tensor s1, s3;
+  {
+    Threads one(1);
+    s1 = ops::batch_norm_stats(x, {}, {}, true, 0.1, 1e-5);
+  }
+  {
+    Threads three(3);
+    s3 = ops::batch_norm_stats(x, {}, {}, true, 0.1, 1e-5);
+  }
+  CHECK(s3.shape() == (Shape{1, 2, C, 1, 1}));
+  expect_same(elements<T>(s1), elements<T>(s3), "batch_norm_stats (1 vs 3 threads)");
+  const std::vector<T> got = elements<T>(s3);
+  for (int64_t c = 0; c < C; ++c) {
+    long double sum = 0, sq = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < S; ++i) sum += v[size_t((n * C + c) * S + i)];
+    const long double mean = sum / (N * S);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < S; ++i)
+        sq += (v[size_t((n * C + c) * S + i)] - mean) * (v[size_t((n * C + c) * S + i)] - mean);
+    const double rstd = double(1 / std::sqrt(sq / (N * S) + 1e-5L));
+    const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+    CHECK(std::abs(double(got[size_t(c)]) - double(mean)) <= tol * std::max(1.0, std::abs(double(mean))));
+    CHECK(std::abs(double(got[size_t(C + c)]) - rstd) <= 4 * tol * rstd);
+  }
+}
+
+TEST(batch_norm_statistics_are_one_pass_yet_exact_for_offset_channels) {
+  batch_norm_statistics<float>();
+  batch_norm_statistics<double>();
 }
 
 TEST(reductions_propagate_nan_and_infinities) {

@@ -170,6 +170,8 @@ C = Shape(2, 1, 8, 8)
     (C, lambda g: g.conv2d(2, 3, padding=-1), ValueError, r"padding must be 'valid', 'same', .*got -1"),
     (C, lambda g: g.conv2d(2, 3, padding="full"), ValueError, r"padding must be 'valid', 'same', .*got 'full'"),
     (C, lambda g: g.conv2d(2, 3, groups=0), ValueError, r"'conv2d_1' \(conv2d\): groups must be an integer >= 1"),
+    (C, lambda g: g.conv2d(2, 3, use_bias=0), TypeError,
+     r"'conv2d_1' \(conv2d\): use_bias must be True or False, got 0"),
     (Shape(2, 4, 8, 8), lambda g: g.conv2d(6, 3, groups=4), ValueError,
      r"'conv2d_1' \(conv2d\): groups=4 must divide both the 4 input channels and the 6 filters"),
     (C, lambda g: g.max_pool2d(0), ValueError, r"'max_pool2d_1' \(max_pool2d\): k must be an integer >= 1, got 0"),

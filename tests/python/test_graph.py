@@ -60,6 +60,64 @@ def test_cnn_gradients_equal_eager_autograd():
         np.testing.assert_allclose(grad.numpy(), P[name].grad.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
 
 
+def resnet_block(dtype="float64", fusion=True):
+    """A ResNet basic block without conv biases: conv - batch norm - relu - conv - batch norm,
+    plus the input, relu; then global average pooling and a dense head."""
+    g = GraphBuilder(seed=4, dtype=dtype).input("image", Shape(6, 3, 6, 6))
+    g.conv2d(4, 3, padding=1, use_bias=False).batch_norm().activation("relu")
+    g.residual(lambda b: b.conv2d(4, 3, padding=1, use_bias=False).batch_norm(momentum=0.3)
+               .activation("relu").conv2d(4, 3, padding=1, use_bias=False).batch_norm())
+    g.activation("relu").avg_pool2d(6).flatten().dense(3, "softmax")
+    return g.compile(loss="cross_entropy", optimizer=nx.optim.SGD(lr=0.1), fusion=fusion)
+
+
+def eager_resnet_block(P, x, training, stats):
+    """The block with eager ops; stats: name -> [running_mean, running_var] tensors (updated)."""
+    def bn(h, name, momentum=0.1):
+        return nx.batch_norm(h, *stats[name], P[f"{name}.weight"], P[f"{name}.bias"], training=training,
+                             momentum=momentum)
+    h = nx.relu(bn(nx.conv2d(nx.tensor(x), P["conv2d_1.weight"], padding=1), "batch_norm_1"))
+    r = nx.relu(bn(nx.conv2d(h, P["conv2d_2.weight"], padding=1), "batch_norm_2", momentum=0.3))
+    h = nx.relu(bn(nx.conv2d(r, P["conv2d_3.weight"], padding=1), "batch_norm_3") + h)
+    return nx.avg_pool2d(h, 6).reshape(len(x), -1) @ P["dense_1.weight"] + P["dense_1.bias"]
+
+
+def test_a_residual_conv_batch_norm_block_trains_with_eager_autograd_s_gradients_and_statistics():
+    model = resnet_block()
+    assert not [n for n in model.params if n.startswith("conv2d") and n.endswith(".bias")]
+    rng = np.random.default_rng(6)
+    x, y = rng.standard_normal((6, 3, 6, 6)) * 3 + 2, rng.integers(0, 3, 6)
+    loss = model._native.forward_backward(nx.tensor(x), nx.tensor(y))
+    P = {n: nx.tensor(p.numpy(), requires_grad=True) for n, p in model.params.items()}
+    stats = {f"batch_norm_{i}": [nx.zeros(4, dtype="float64"), nx.ones(4, dtype="float64")] for i in (1, 2, 3)}
+    ref = nx.cross_entropy(eager_resnet_block(P, x, True, stats), nx.tensor(y))
+    ref.backward()
+    assert loss == pytest.approx(ref.item(), rel=1e-12)
+    for name, grad in model.grads.items():
+        np.testing.assert_allclose(grad.numpy(), P[name].grad.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
+    for name, (mean, var) in stats.items():  # the running statistics moved alike (momentum 0.3 on one)
+        np.testing.assert_allclose(model.buffers[f"{name}.running_mean"].numpy(), mean.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(model.buffers[f"{name}.running_var"].numpy(), var.numpy(), rtol=1e-12)
+    # inference normalizes by the running statistics
+    want = eager_resnet_block(P, x, False, stats).numpy()
+    logits = want - want.max(axis=1, keepdims=True)
+    probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(model.predict(x), probs, rtol=1e-10, atol=1e-12)
+
+
+def test_a_residual_conv_batch_norm_block_trains_fused_bit_for_bit_as_unfused():
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal((6, 3, 6, 6)).astype(np.float32), rng.integers(0, 3, 6)
+    fused, unfused = resnet_block("float32", True), resnet_block("float32", False)
+    stats = fused.fusion_stats(6)
+    assert stats["step_bytes_fused"] < 0.7 * stats["step_bytes_unfused"]
+    assert [fused.train_step(x, y) for _ in range(3)] == [unfused.train_step(x, y) for _ in range(3)]
+    for name, p in fused.params.items():
+        np.testing.assert_array_equal(p.numpy(), unfused.params[name].numpy(), err_msg=name)
+    for name, b in fused.buffers.items():
+        np.testing.assert_array_equal(b.numpy(), unfused.buffers[name].numpy(), err_msg=name)
+
+
 def test_a_depthwise_separable_block_trains_with_eager_autograd_s_gradients():
     g = GraphBuilder(seed=5, dtype="float64")
     g.input("image", Shape(3, 4, 7, 7)).conv2d(8, 3, padding="same", groups=4, activation="relu")
@@ -112,6 +170,28 @@ def test_memory_stats_count_what_the_executor_stores():
 def test_memory_stats_refuse_a_batch_size_below_one():
     with pytest.raises(ValueError, match="batch_size must be a positive int"):
         deep_mlp().compile().memory_stats(0)
+
+
+def test_profile_times_every_op_and_kernel_of_a_step_once():
+    model = resnet_block("float32")
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((6, 3, 6, 6)).astype(np.float32), rng.integers(0, 3, 6)
+    before = {n: p.numpy().copy() for n, p in model.params.items()}
+    rows = model.profile(x, y, steps=3)
+    assert rows == sorted(rows, key=lambda r: -r["ms"])
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0)
+    ops = [r["op"] for r in rows]
+    assert ops.count("conv2d") == 3 and ops.count("conv2d_grad") == 3 and ops.count("batch_norm_stats") == 3
+    kernels = {g["kernel"] for g in model.fusion_stats(6)["groups"]}
+    assert {op[len("fused "):] for op in ops if op.startswith("fused ")} == kernels
+    assert len({r["node"] for r in rows}) == len(rows)
+    assert all(r["ms"] > 0 and r["layer"] for r in rows)
+    for name, p in model.params.items():  # no update
+        np.testing.assert_array_equal(p.numpy(), before[name], err_msg=name)
+    with pytest.raises(ValueError, match="steps must be a positive int, got 0"):
+        model.profile(x, y, steps=0)
+    with pytest.raises(ValueError, match="6 samples but 5 labels"):
+        model.profile(x, y[:5])
 
 
 def test_backward_is_generated_as_graph_nodes():

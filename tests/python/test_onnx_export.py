@@ -26,6 +26,12 @@ def separable(g):
             .conv2d(4, 1, groups=2).flatten().dense(2))
 
 
+def resnet(g):
+    g.input("image", nx.Shape(1, 3, 8, 8)).conv2d(4, 3, padding=1, use_bias=False).batch_norm().activation("relu")
+    g.residual(lambda b: b.conv2d(4, 3, padding=1, use_bias=False).batch_norm())
+    return g.activation("relu").avg_pool2d(8).flatten().dense(3, "softmax")
+
+
 def residual(g):
     g.input("x", nx.Shape(1, 8)).dense(8, "relu")
     skip = g.tap()
@@ -37,6 +43,7 @@ MODELS = {
     **{f"mlp_{a}": (lambda g, a=a: mlp(g, a)) for a in ("relu", "gelu", "tanh", "sigmoid", "softmax", None)},
     "cnn": cnn,
     "separable": separable,
+    "resnet": resnet,
     "residual": residual,
 }
 

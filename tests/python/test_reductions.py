@@ -234,6 +234,28 @@ def test_reduction_over_a_large_odd_shape_matches_numpy(name, axis, rng):
           "float32", tol)
 
 
+@pytest.mark.parametrize("axis", [(0, 2, 3), (0, 3), (0, 1, 3)], ids=str)
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "var"])
+def test_reduction_over_axes_around_the_kept_ones_matches_numpy(name, axis, rng):
+    # Per-channel statistics of NCHW (a batch norm's sums): the kept axes lie between reduced ones.
+    t, x = data(rng, shape=(9, 5, 7, 33))
+    tol = dict(TRANSCENDENTAL_TOL, float32={"rtol": 1e-5, "atol": 1e-5})
+    check(getattr(nx, name)(t, axis=axis, keepdims=True),
+          np.asarray(REDUCTIONS[name](x, axis=axis, keepdims=True)), "float32", tol)
+    ints = rng.integers(-1000, 1000, (9, 5, 7, 33)).astype(np.int32)
+    np.testing.assert_array_equal(nx.sum(nx.tensor(ints), axis=axis).numpy(), ints.sum(axis=axis, dtype=np.int64))
+
+
+def test_sum_along_broadcast_axes_multiplies_the_repeated_element(rng):
+    x = rng.standard_normal((1, 3, 1))
+    t = nx.tensor(x).expand(4, 3, 5)  # stride 0 along the summed axes: no pass over the repeats
+    np.testing.assert_allclose(nx.sum(t, axis=(0, 2)).numpy(), x[0, :, 0] * 20, rtol=1e-15)
+    np.testing.assert_allclose(nx.sum(t, axis=(0, 2), keepdims=True).numpy(), x * 20, rtol=1e-15)
+    u = nx.tensor(x, requires_grad=True)
+    nx.sum(u.expand(4, 3, 5), axis=(0, 2)).sum().backward()
+    np.testing.assert_array_equal(u.grad.numpy(), np.full((1, 3, 1), 20.0))
+
+
 def test_argmax_over_a_large_odd_shape_matches_numpy(rng):
     x = rng.permutation(37 * 2711).reshape(37, 2711).astype(np.float64)
     for axis in (None, 0, 1):

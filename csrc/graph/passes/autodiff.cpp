@@ -290,6 +290,9 @@ bool graph_rule(GraphAlgebra& k, int node, const Node& fwd, int g, const std::ve
       for (size_t i = 0; i < 3; ++i) grads[i] = need[i] ? r[i] : -1;
       break;
     }
+    case OpKind::BatchNormStats:  // the running stats are buffers: only x gets a gradient
+      if (I.empty() || I[0] != 0) gx = R::batch_norm_stats_rule(k, x, out, g);  // else constants
+      break;
     case OpKind::Dropout:  // dropout(x) = x * mask: the node hands its mask to the rule of mul
       if (I.empty() || I[0] != 0)
         gx = R::binary_rule(k, ops::BinaryOp::Mul, x, k.extra_output(node, x, ".mask"), out, g, {true, false})[0];

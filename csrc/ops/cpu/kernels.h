@@ -26,6 +26,9 @@ struct Kernels {
   // ---- reductions (reduce_kernel.cpp); integer sums into an int64 `out`
   void (*reduce)(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes);
   void (*argmax)(const Tensor& out, const Tensor& x, int64_t rows, int64_t n);  // x: (rows, n) contiguous
+  // Per channel of a contiguous float32/float64 x viewed as (N, C, S): mean and biased variance
+  // into out, a contiguous float64 (2, C).
+  void (*channel_stats)(const Tensor& out, const Tensor& x);
   // ---- NCHW convolution and pooling (conv_kernel.cpp, pool_kernel.cpp; conventions in
   // conv_kernel.h); contiguous
   // float32/float64; an undefined bias, argmax or gradient is skipped

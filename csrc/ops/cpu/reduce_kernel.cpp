@@ -1,6 +1,7 @@
 #include "ops/cpu/kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -120,6 +121,28 @@ template <class T, class R> void reduce_middle(ReduceOp op, R* out, const T* x, 
   });
 }
 
+// out[k] = reduce over a, b of x[a, k, b] for a contiguous (A, K, B) block (the kept axes in
+// the middle: a batch norm's per-channel sums over (N, H, W)); channels in parallel, each in a
+// fixed order.
+template <class T, class R> void reduce_outer_inner(ReduceOp op, R* out, const T* x, int64_t A, int64_t K, int64_t B) {
+  using Acc = std::conditional_t<std::is_same_v<R, T> && !std::is_floating_point_v<T>, T, SumAcc<T>>;
+  parallel_for(K, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(A * B, 1)), [&](int64_t kb, int64_t ke) {
+    for (int64_t k = kb; k < ke; ++k) {
+      if (op != ReduceOp::Sum) {
+        T acc = extremum_block(op, x + k * B, B);
+        for (int64_t a = 1; a < A; ++a) acc = pick(op, acc, extremum_block(op, x + (a * K + k) * B, B));
+        out[k] = R(acc);
+        continue;
+      }
+      Acc acc = 0;
+      for (int64_t a = 0; a < A; ++a)
+        for (int64_t b = 0; b < B; b += kBlock)
+          acc = kern::add(acc, Acc(sum_block(x + (a * K + k) * B + b, std::min(kBlock, B - b))));
+      out[k] = R(acc);
+    }
+  });
+}
+
 template <class T, class R>
 void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes) {
   const int64_t nd = x.ndim();
@@ -140,6 +163,17 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& x, const std::ve
     if (B == 1) return reduce_rows<T, R>(op, o, x.data<T>(), A, Rn);
     return reduce_middle<T, R>(op, o, x.data<T>(), A, Rn, B);
   }
+  // The kept axes one run in the middle, the reduced ones before and after it.
+  int64_t first_kept = 0, last_kept = -1;
+  while (first_kept < nd && std::binary_search(axes.begin(), axes.end(), first_kept)) ++first_kept;
+  for (int64_t d = first_kept; d < nd && !std::binary_search(axes.begin(), axes.end(), d); ++d) last_kept = d;
+  bool middle = x.is_contiguous() && first_kept > 0 && last_kept >= first_kept && last_kept < nd - 1;
+  for (int64_t d = last_kept + 1; middle && d < nd; ++d) middle = std::binary_search(axes.begin(), axes.end(), d);
+  if (middle) {
+    int64_t A = 1, K = 1, B = 1;
+    for (int64_t d = 0; d < nd; ++d) (d < first_kept ? A : d <= last_kept ? K : B) *= x.shape()[d];
+    return reduce_outer_inner<T, R>(op, o, x.data<T>(), A, K, B);
+  }
   // General: pack as (kept..., reduced...) then reduce rows.
   std::vector<bool> red(size_t(nd), false);
   for (int64_t a : axes) red[a] = true;
@@ -158,7 +192,53 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& x, const std::ve
   reduce_rows<T, R>(op, o, packed.data<T>(), x.numel() / Rn, Rn);
 }
 
+// The sums of d = x - shift and of d * d over one contiguous run, in T lanes, totals in double.
+template <class T> std::array<double, 2> shifted_sums(const T* x, int64_t n, T shift) {
+  T s1[kLanes] = {}, s2[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const T d = x[i + j] - shift;
+      s1[j] += d;
+      s2[j] += d * d;
+    }
+  double a1 = 0, a2 = 0;
+  for (int64_t j = 0; j < kLanes; ++j) a1 += s1[j], a2 += s2[j];
+  for (; i < n; ++i) {
+    const double d = double(x[i] - shift);
+    a1 += d, a2 += d * d;
+  }
+  return {a1, a2};
+}
+
+// One pass per channel: the sums of x - K and (x - K)^2 with K the channel's first value (a
+// shift that keeps the second sum small where the mean is large against the spread), then mean
+// = K + s1 / n and var = s2 / n - (s1 / n)^2. Channels run in parallel, each in one fixed order,
+// so the result does not depend on the thread count.
+template <class T> void channel_stats_typed(double* out, const T* x, int64_t N, int64_t C, int64_t S) {
+  parallel_for(C, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const T shift = x[c * S];
+      double s1 = 0, s2 = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t b = 0; b < S; b += kBlock) {
+          const auto [a1, a2] = shifted_sums(x + (n * C + c) * S + b, std::min(kBlock, S - b), shift);
+          s1 += a1, s2 += a2;
+        }
+      const double count = double(N * S), m = s1 / count;
+      out[c] = double(shift) + m;
+      out[C + c] = std::max(0.0, s2 / count - m * m);
+    }
+  });
+}
+
 }  // namespace
+
+static void channel_stats_kernel(const Tensor& out, const Tensor& x) {
+  const int64_t N = x.dim(0), C = x.dim(1), S = C ? x.numel() / std::max<int64_t>(N * C, 1) : 0;
+  if (x.dtype() == DType::Float64) channel_stats_typed(out.data<double>(), x.data<double>(), N, C, S);
+  else channel_stats_typed(out.data<double>(), x.data<float>(), N, C, S);
+}
 
 static void reduce_kernel(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<int64_t>& axes) {
   dispatch_compute(x.dtype(), "reduce", [&](auto t) {
@@ -200,6 +280,7 @@ static void argmax_kernel(const Tensor& out, const Tensor& x, int64_t rows, int6
 void add_reduce(Kernels& k) {
   k.reduce = reduce_kernel;
   k.argmax = argmax_kernel;
+  k.channel_stats = channel_stats_kernel;
 }
 
 }  // namespace nexus::ops::cpu::NX_CPU_VARIANT

@@ -71,7 +71,8 @@ def _layer(em: _Emitter, e: dict, x: str, refs: dict, params: dict) -> str:
         (sh, sw), pad = e["stride"], e["padding"]
         kh, kw = e["kernel_size"]
         ph, pw = (0, 0) if pad == "valid" else (kh // 2, kw // 2) if pad == "same" else pad
-        y = em.node("Conv", [x, em.tensor(w, params[w]), em.tensor(b, params[b])], f"{name}.conv",
+        bias = [em.tensor(b, params[b])] if e["use_bias"] else []
+        y = em.node("Conv", [x, em.tensor(w, params[w]), *bias], f"{name}.conv",
                     kernel_shape=[kh, kw], strides=[sh, sw], pads=[ph, pw, ph, pw], group=e["groups"])
         return em.activation(y, e["activation"], name)
     if kind in ("max_pool2d", "avg_pool2d"):
