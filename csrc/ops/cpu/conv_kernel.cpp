@@ -749,18 +749,23 @@ template <class T, int64_t KV> void conv_backward_weight_direct(const Conv2dGeom
       if (dwt != nullptr) std::fill(dwt, dwt + dw_size, T(0));
       for (int64_t b = r * g.n / runs; b < (r + 1) * g.n / runs; ++b) {
         const T* dy_b = dy + b * s.out_img;
-        for (int64_t k = 0; k < g.k; ++k) {
+        for (int64_t k = 0; k < g.k && dbias != nullptr; ++k) {
           const T* row = dy_b + k * s.pixels;
           bias_runs[r * g.k + k] = std::accumulate(row, row + s.pixels, bias_runs[r * g.k + k]);
         }
         if (dwt == nullptr) continue;
         const T* xb = pad_image(g, x + b * s.in_img, xp.data());
         for (int64_t kb = 0; kb < kblocks; ++kb) {
-          for (int64_t p = 0; p < s.pixels; ++p)
-            for (int64_t v = 0; v < KB; ++v) {
-              const int64_t k = kb * KB + v;
-              dyt.data()[p * KB + v] = k < g.k ? dy_b[k * s.pixels + p] : T(0);
+          for (int64_t v = 0; v < KB; ++v) {  // dy's rows of this block, each read in order
+            const int64_t k = kb * KB + v;
+            T* col = dyt.data() + v;
+            if (k >= g.k) {
+              for (int64_t p = 0; p < s.pixels; ++p) col[p * KB] = T(0);
+              continue;
             }
+            const T* row = dy_b + k * s.pixels;
+            for (int64_t p = 0; p < s.pixels; ++p) col[p * KB] = row[p];
+          }
           kernel.image(xb, dyt.data(), dwt + kb * block_size);
         }
       }
