@@ -45,6 +45,12 @@ MLP_LARGE = (("dense", 1024, "relu"), ("dense", 1024, "relu"), ("dense", 10, "so
 LENET = (("conv2d", 6, 5, 2, "relu"), ("max_pool2d", 2), ("conv2d", 16, 5, 0, "relu"),
          ("max_pool2d", 2), ("flatten",), ("dense", 120, "relu"), ("dense", 84, "relu"),
          ("dense", 10, "softmax"))
+# A ResNet-style CNN for 32x32x3 images: a 3x3 stem, then 3 stages of 2 basic blocks (conv - batch
+# norm - relu - conv - batch norm, plus the input (through a strided 1x1 conv and batch norm when
+# the block downsamples), then relu), global average pooling and a dense head. Convolutions have
+# no bias: the batch norm's shift replaces it.
+RESNET = (("conv_bn", 16, 1), ("block", 16, 1), ("block", 16, 1), ("block", 32, 2), ("block", 32, 1),
+          ("block", 64, 2), ("block", 64, 1), ("avg_pool2d", 8), ("flatten",), ("dense", 10, "softmax"))
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class Case:
     features: tuple       # one sample's shape
     layers: tuple
     bar: float            # the issue's minimum torch/nexus ratio
+    compile_bar: float | None = None  # the minimum torch.compile/nexus ratio (also timed when set)
 
     @property
     def optimizer_label(self):
@@ -66,8 +73,10 @@ CASES = {
     "mlp-adam": Case("MLP 784-256-10", "adam", 128, (784,), MLP_SMALL, 1.0),
     "mlp-large-adam": Case("MLP 784-1024-1024-10", "adam", 256, (784,), MLP_LARGE, 1.0),
     "lenet-adam": Case("LeNet CNN (1x28x28)", "adam", 64, (1, 28, 28), LENET, 1.0),
+    "resnet-sgd": Case("ResNet-style CNN (3x32x32)", "sgd", 64, (3, 32, 32), RESNET, 1.2, 1.0),
 }
 QUICK_CASES = ("mlp-sgd", "lenet-adam")
+FUSION_BARS = {"resnet-sgd": (0.6, 1.2)}  # case: (max step bytes fused / unfused, min time off / on)
 
 
 def batches(case):
@@ -79,12 +88,33 @@ def batches(case):
 
 
 def layer_names(case):
-    """(nexus layer name, kind, config) per layer: GraphBuilder's automatic kind_N names."""
+    """(nexus layer name, kind, config) per layer: GraphBuilder's automatic kind_N names; a
+    ResNet stem or block ("conv_bn", "block") names its own layers from its name."""
     counts, out = {}, []
     for kind, *cfg in case.layers:
         counts[kind] = counts.get(kind, 0) + 1
         out.append((f"{kind}_{counts[kind]}", kind, cfg))
     return out
+
+
+def resnet_layers(name, kind, cfg, channels):
+    """The (layer name, kind, args) a stem or block is made of; kind is "conv" (filters, kernel,
+    stride, padding), "bn", "relu", "tap", "add" or "use". Both frameworks build from this list."""
+    filters, stride = cfg
+    if kind == "conv_bn":
+        return [(f"{name}_conv", "conv", (filters, 3, stride, 1)), (f"{name}_bn", "bn", ()),
+                (f"{name}_relu", "relu", ())]
+    out = [(f"{name}_in", "tap", ()),
+           (f"{name}_conv1", "conv", (filters, 3, stride, 1)), (f"{name}_bn1", "bn", ()),
+           (f"{name}_relu1", "relu", ()),
+           (f"{name}_conv2", "conv", (filters, 3, 1, 1)), (f"{name}_bn2", "bn", ())]
+    if stride != 1 or filters != channels:  # the shortcut projects: a strided 1x1 conv + batch norm
+        out += [(f"{name}_main", "tap", ()), (f"{name}_in", "use", ()),
+                (f"{name}_down", "conv", (filters, 1, stride, 0)), (f"{name}_down_bn", "bn", ()),
+                (f"{name}_main", "add", ())]
+    else:
+        out.append((f"{name}_in", "add", ()))
+    return out + [(f"{name}_relu2", "relu", ())]
 
 
 def build_nexus(case, fusion=True):
@@ -93,8 +123,26 @@ def build_nexus(case, fusion=True):
     g = nx.GraphBuilder(seed=0)
     name = "image" if len(case.features) == 3 else "features"
     g.input(name, nx.Shape(case.batch, *case.features))
-    for _, kind, cfg in layer_names(case):
-        if kind == "dense":
+    refs, channels = {}, case.features[0]
+    for name, kind, cfg in layer_names(case):
+        if kind in ("conv_bn", "block"):
+            for lname, lkind, args in resnet_layers(name, kind, cfg, channels):
+                if lkind == "conv":
+                    g.conv2d(args[0], args[1], stride=args[2], padding=args[3], use_bias=False, name=lname)
+                elif lkind == "bn":
+                    g.batch_norm(name=lname)
+                elif lkind == "relu":
+                    g.activation("relu", name=lname)
+                elif lkind == "tap":
+                    refs[lname] = g.tap()
+                elif lkind == "use":
+                    g.use(refs[lname])
+                else:
+                    g.add(refs[lname], name=f"{name}_add")
+            channels = cfg[0]
+        elif kind == "avg_pool2d":
+            g.avg_pool2d(cfg[0])
+        elif kind == "dense":
             g.dense(cfg[0], cfg[1])
         elif kind == "conv2d":
             g.conv2d(cfg[0], cfg[1], padding=cfg[2] or "valid", activation=cfg[3])
@@ -114,7 +162,12 @@ def build_torch(case, dtype=None):
 
     mods, with_params, shape = [], [], case.features
     for name, kind, cfg in layer_names(case):
-        if kind == "dense":
+        if kind in ("conv_bn", "block"):
+            block = torch_block(name, kind, cfg, shape[0], with_params)
+            m, shape = block, (cfg[0], shape[1] // cfg[1], shape[2] // cfg[1])
+        elif kind == "avg_pool2d":
+            m, shape = nn.AvgPool2d(cfg[0]), (shape[0], shape[1] // cfg[0], shape[2] // cfg[0])
+        elif kind == "dense":
             m, shape = nn.Linear(shape[0], cfg[0]), (cfg[0],)
         elif kind == "conv2d":
             (c, h, w), (k, ks, pad) = shape, cfg[:3]
@@ -134,6 +187,48 @@ def build_torch(case, dtype=None):
     opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if case.optimizer == "sgd"
            else torch.optim.Adam(model.parameters(), lr=1e-3))
     return model, opt, with_params
+
+
+def torch_block(name, kind, cfg, channels, with_params):
+    """A stem or block of resnet_layers as a torch module; appends its (nexus name, kind,
+    module) entries for the conv and batch norm layers to with_params."""
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.steps, c = [], channels
+            for lname, lkind, args in resnet_layers(name, kind, cfg, channels):
+                m = None
+                if lkind == "conv":
+                    m = nn.Conv2d(c, args[0], args[1], stride=args[2], padding=args[3], bias=False)
+                    c = args[0]
+                    with_params.append((lname, "conv2d", m))
+                elif lkind == "bn":
+                    m = nn.BatchNorm2d(c)
+                    with_params.append((lname, "batch_norm", m))
+                elif lkind == "use":  # the shortcut starts from the block's input
+                    c = channels
+                if m is not None:
+                    self.add_module(lname, m)
+                self.steps.append((lname, lkind, m))
+
+        def forward(self, x):
+            refs = {}
+            for lname, lkind, m in self.steps:
+                if m is not None:
+                    x = m(x)
+                elif lkind == "relu":
+                    x = nn.functional.relu(x)
+                elif lkind == "tap":
+                    refs[lname] = x
+                elif lkind == "use":
+                    x = refs[lname]
+                else:
+                    x = x + refs[lname]
+            return x
+
+    return Block()
 
 
 def torch_step_fn(model, opt):
@@ -167,7 +262,8 @@ def torch_like_nexus(case, params, dtype=None):
         for name, kind, m in with_params:
             w = params[f"{name}.weight"].numpy()
             m.weight.copy_(torch.from_numpy(np.ascontiguousarray(w.T if kind == "dense" else w)))
-            m.bias.copy_(torch.from_numpy(np.array(params[f"{name}.bias"].numpy())))
+            if m.bias is not None:
+                m.bias.copy_(torch.from_numpy(np.array(params[f"{name}.bias"].numpy())))
     return model, opt, with_params
 
 
@@ -177,7 +273,8 @@ def torch_params(with_params):
     for name, kind, m in with_params:
         w = m.weight.detach().numpy()
         out[f"{name}.weight"] = w.T if kind == "dense" else w
-        out[f"{name}.bias"] = m.bias.detach().numpy()
+        if m.bias is not None:
+            out[f"{name}.bias"] = m.bias.detach().numpy()
     return out
 
 
@@ -199,8 +296,8 @@ def check_param(name, ours, ref32, ref64):
 
 
 def run_case(key, case, timing):
-    """Check the case, then time it; returns bench_interleaved's (torch, nexus) stats and the
-    number of ill-conditioned parameter elements the float64 referee accepted."""
+    """Check the case, then time it; returns the (torch, nexus, torch.compile or None) stats and
+    the number of ill-conditioned parameter elements the float64 referee accepted."""
     import torch
 
     xs, ys = batches(case)
@@ -222,7 +319,9 @@ def run_case(key, case, timing):
     refereed = sum(check_param(f"{label}: {name} after {CHECK_STEPS} steps", t, ref32[name],
                                ref64[name]) for name, t in ours.params.items())
 
-    return (*time_in_children(key, timing), refereed)
+    frameworks = ("torch", "nexus", "torch-compile") if case.compile_bar else ("torch", "nexus")
+    timed = time_in_children(key, timing, frameworks)
+    return timed[0], timed[1], timed[2] if case.compile_bar else None, refereed
 
 
 # ---- timing, one long-lived child process per framework -----------------------------------------
@@ -250,7 +349,10 @@ def time_child(key, framework, n_threads):
 
         torch.set_num_threads(n_threads)
         model, opt, _ = build_torch(case)
+        if framework == "torch-compile":  # inductor's kernels; compiled by the first step, untimed
+            model = torch.compile(model)
         step = cycling(torch_step_fn(model, opt), torch.from_numpy(xs), torch.from_numpy(ys))
+        step()
     print("ready", flush=True)
     for line in sys.stdin:
         seconds, times = float(line), []
@@ -366,6 +468,8 @@ def main(argv=None):
                         "as the bars)")
     parser.add_argument("--quick", action="store_true",
                         help="cases 1 and 4 only, 0.3 s per side (smoke test)")
+    parser.add_argument("--cases", nargs="+", choices=tuple(CASES), metavar="CASE",
+                        help=f"only these cases (of {', '.join(CASES)})")
     parser.add_argument("--rss-child", nargs=2, metavar=("CASE", "FRAMEWORK"),
                         help="internal: measure one framework's peak RSS on one case and exit")
     parser.add_argument("--time-child", nargs=2, metavar=("CASE", "FRAMEWORK"),
@@ -383,7 +487,7 @@ def main(argv=None):
         rss_child(key, framework, args.threads)
         return 0
 
-    keys = QUICK_CASES if args.quick else tuple(CASES)
+    keys = tuple(args.cases) if args.cases else QUICK_CASES if args.quick else tuple(CASES)
     # First, while this process holds only numpy (see measure_rss): one child per framework/case.
     rss = {key: " / ".join(fmt_rss(measure_rss(key, fw, args.threads)) for fw in ("torch", "nexus"))
            for key in keys}
@@ -393,14 +497,18 @@ def main(argv=None):
     header(args, threads(args.threads))
     timing = dict(rounds=6 if args.quick else 10, min_time=0.3 if args.quick else 2.0,
                   threads=args.threads)
-    rows, ratios, spread, refereed = [], {}, [], {}
+    rows, ratios, compile_ratios, spread, refereed = [], {}, {}, [], {}
     for key in keys:
         case = CASES[key]
-        r_torch, r_nx, refereed[key] = run_case(key, case, timing)
+        r_torch, r_nx, r_compiled, refereed[key] = run_case(key, case, timing)
         t_torch, t_nx = r_torch["median"], r_nx["median"]
         ratios[key] = t_torch / t_nx
+        if r_compiled:
+            compile_ratios[key] = r_compiled["median"] / t_nx
         rows.append([case.model, case.optimizer_label, case.batch, fmt_ms(t_torch), fmt_ms(t_nx),
-                     f"{t_torch / t_nx:.2f}x", rss[key]])
+                     f"{t_torch / t_nx:.2f}x",
+                     fmt_ms(r_compiled["median"]) if r_compiled else "-",
+                     f"{compile_ratios[key]:.2f}x" if r_compiled else "-", rss[key]])
         spread.append(f"- {case.model}, {case.optimizer_label}: torch p10-p90 "
                       f"{fmt_ms(r_torch['p10'])}-{fmt_ms(r_torch['p90'])} ms (n={r_torch['n']}), "
                       f"nexus {fmt_ms(r_nx['p10'])}-{fmt_ms(r_nx['p90'])} ms (n={r_nx['n']})")
@@ -413,7 +521,7 @@ def main(argv=None):
                   "result (Adam's first update for a gradient near eps)")
     print()
     table(rows, ["model", "optimizer", "batch", "torch ms", "nexus ms", "speed-up (torch/nexus)",
-                 "peak RSS MiB torch / nexus"])
+                 "torch.compile ms", "speed-up (compile/nexus)", "peak RSS MiB torch / nexus"])
     print(f"\nms: median per training step (forward, backward, optimizer update, loss as a float), "
           f"each framework in its own process, slices taken alternately ({timing['rounds']} per "
           f"side, {timing['min_time']} s per side per case, {GAP * 1000:.0f} ms apart) after 0.2 s "
@@ -433,6 +541,9 @@ def main(argv=None):
         verdict = "PASS" if ratios[key] >= case.bar else "MISS"
         print(f"- {case.model}, {case.optimizer_label}, batch {case.batch}: >= {case.bar:.1f}x "
               f"torch eager: {ratios[key]:.2f}x  {verdict}")
+        if case.compile_bar:
+            verdict = "PASS" if compile_ratios[key] >= case.compile_bar else "MISS"
+            print(f"  and >= {case.compile_bar:.1f}x torch.compile (inductor): {compile_ratios[key]:.2f}x  {verdict}")
     fusion_table(keys, dict(timing, min_time=timing["min_time"] / 2))
     return 0
 
@@ -442,7 +553,7 @@ def fusion_table(keys, timing):
     the bytes the fused ops read and write one by one vs. by their kernels, the bytes the whole
     step's ops read and write (GEMMs and convolutions included) without and with fusion, and
     the step time."""
-    rows = []
+    rows, bars = [], []
     for key in keys:
         case = CASES[key]
         s = build_nexus(case).fusion_stats(case.batch)
@@ -453,10 +564,19 @@ def fusion_table(keys, timing):
                      f"{s['step_bytes_unfused'] / 1e6:.2f}", f"{s['step_bytes_fused'] / 1e6:.2f}",
                      f"-{saving:.0%}", fmt_ms(unfused["median"]), fmt_ms(fused["median"]),
                      f"{unfused['median'] / fused['median']:.2f}x"])
+        if key in FUSION_BARS:
+            max_bytes, min_speedup = FUSION_BARS[key]
+            ratio, speedup = s["step_bytes_fused"] / s["step_bytes_unfused"], unfused["median"] / fused["median"]
+            bars.append(f"- {case.model}: step bytes fused / unfused <= {max_bytes:.1f}: {ratio:.2f}  "
+                        f"{'PASS' if ratio <= max_bytes else 'MISS'}; step time fusion off / on >= "
+                        f"{min_speedup:.1f}x: {speedup:.2f}x  {'PASS' if speedup >= min_speedup else 'MISS'}")
     print("\nKernel fusion (nexus only; same processes-and-slices timing, half the time per side):")
     table(rows, ["model", "optimizer", "kernels", "ops fused", "MB fused ops, one by one",
                  "MB fused ops, fused", "MB step, fusion off", "MB step, fusion on", "step bytes",
                  "ms fusion off", "ms fusion on", "speed-up"])
+    if bars:
+        print("\nFusion bars (issue):")
+        print("\n".join(bars))
 
 
 if __name__ == "__main__":

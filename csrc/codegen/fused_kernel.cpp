@@ -21,6 +21,10 @@ DType reduce_result_dtype(ReduceOp r, DType in) {
 
 bool FusedKernel::reduces_all() const { return has_reduce() && graph::reduces_every_axis(reduce.axes, ndim); }
 
+bool FusedKernel::reduces_rows() const {
+  return has_side_outputs() && !reduces_all() && !std::count(reduce.axes.begin(), reduce.axes.end(), ndim - 1);
+}
+
 DType FusedKernel::output_dtype(size_t k) const {
   if (has_reduce() && k == outputs.size()) return reduce.dtype;
   return instrs.at(size_t(outputs.at(k))).dtype;
@@ -70,7 +74,7 @@ void FusedKernel::verify() const {
     DType t = reg(instrs.size(), reduce.reg, "reduced");
     NX_ASSERT(outputs.empty() || graph::reduction_with_side_outputs(reduce.kind, t, reduce.axes, ndim),
               "elementwise outputs beside a ", reduce_op_name(reduce.kind),
-              " need a floating sum or mean over leading axes or every axis");
+              " need a floating sum or mean over leading axes, or axes that include the last one");
     for (int r : outputs) reg(instrs.size(), r, "output");
     NX_ASSERT(is_compute(t) && t != DType::Bool, "reduction of a ", dtype_name(t), " register");
     for (size_t k = 0; k < reduce.axes.size(); ++k)

@@ -58,6 +58,10 @@ struct FusedKernel {
   DType output_dtype(size_t k) const;
   bool has_side_outputs() const { return has_reduce() && !outputs.empty(); }
   bool reduces_all() const;  // a reduction over every axis
+  // A reduction with side outputs over leading axes only (a bias gradient): it runs row by row,
+  // accumulating a row of kept values per reduced row (Program::run_rows). Any other reduction
+  // (side outputs or not) runs chunk by chunk along its innermost reduced axis.
+  bool reduces_rows() const;
   size_t num_outputs() const { return outputs.size() + (has_reduce() ? 1 : 0); }
 
   // Checks that registers are defined before use, dtypes are consistent and arithmetic runs on

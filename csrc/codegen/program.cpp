@@ -351,7 +351,7 @@ std::vector<Tensor> Program::run(const std::vector<Tensor>& inputs, const std::v
   std::vector<std::vector<int64_t>> st;
   for (const Tensor& t : inputs) st.push_back(broadcast_strides(t, shape));
   if (!kernel_.has_reduce()) return run_elementwise(inputs, consts, shape, std::move(st));
-  if (kernel_.has_side_outputs() && !kernel_.reduces_all()) return run_rows(inputs, consts, shape, std::move(st));
+  if (kernel_.reduces_rows()) return run_rows(inputs, consts, shape, std::move(st));
   return run_reduce(inputs, consts, shape, std::move(st));
 }
 

@@ -356,7 +356,7 @@ Source render(const FusedKernel& k, const std::vector<Access>& access, Dialect d
   const Out o{os, k, access, d, kDialects[int(d)], name, d == Dialect::Cuda && !k.has_reduce()};
   emit_preamble(o, key);
   if (!k.has_reduce()) emit_elementwise(o);
-  else if (k.has_side_outputs() && !k.reduces_all()) emit_reduce_rows(o);
+  else if (k.reduces_rows()) emit_reduce_rows(o);
   else emit_reduction(o);
   return {name, os.str()};
 }

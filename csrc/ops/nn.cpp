@@ -143,34 +143,57 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return y;
 }
 
+// batch_norm_stats on the host: x's statistics by one kernel pass, the rest per channel here
+// (a step's dozens of batch norms would otherwise each run ten small ops).
+template <class T> static void host_batch_norm_stats(const Tensor& x, const Tensor& running_mean,
+                                                     const Tensor& running_var, double momentum, double eps,
+                                                     const Tensor& out) {
+  const int64_t c = x.dim(1), n = x.numel() / c;
+  Tensor stats = Tensor::empty({2, c}, DType::Float64);
+  cpu::kernels().channel_stats(stats, contiguous(x));
+  const double* s = stats.data<double>();
+  auto move = [&](const Tensor& running, const double* batch, double scale) {
+    if (!running.defined()) return;
+    Tensor r = contiguous(astype(running, DType::Float64));
+    double* p = r.data<double>();
+    for (int64_t i = 0; i < c; ++i) p[i] = (1 - momentum) * p[i] + momentum * scale * batch[i];
+    copy_(running, r);
+  };
+  move(running_mean, s, 1.0);
+  move(running_var, s + c, double(n) / double(n - 1));  // unbiased, as PyTorch
+  T* o = out.data<T>();
+  for (int64_t i = 0; i < c; ++i) {
+    o[i] = T(s[i]);
+    o[c + i] = T(1.0 / std::sqrt(s[c + i] + eps));
+  }
+}
+
 Tensor batch_norm_stats(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, bool training,
                         double momentum, double eps) {
   const int64_t c = check_batch_norm("batch_norm", x, running_mean, running_var, {}, {}, training);
   NX_CHECK_TYPE(is_floating(x.dtype()), "batch_norm: expected a floating-point input, got ", dtype_name(x.dtype()));
   autograd::NoGradGuard no_grad;
-  Tensor mu, v;  // (C) each
-  if (training) {
-    if (x.device().is_cpu() && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64)) {
-      Tensor stats = Tensor::empty({2, c}, DType::Float64);  // one pass over x
-      cpu::kernels().channel_stats(stats, contiguous(x));
-      mu = select(stats, 0, 0);
-      v = select(stats, 0, 1);
-    } else {
-      Axes axes{0};
-      for (int64_t d = 2; d < x.ndim(); ++d) axes.push_back(d);
-      mu = mean(x, axes, false);
-      v = var(x, axes, false, 0);
-    }
-    update_running(running_mean, running_var, mu, v, momentum, x.numel() / c);
-  } else {
-    mu = running_mean;
-    v = running_var;
-  }
-  Tensor root = unary(UnaryOp::Sqrt, add_scalar(v, eps));
-  Tensor rstd = div(scalar_like(1, root), root);
   Shape shape(size_t(x.ndim()) + 1, 1);  // (1, 2, C, 1, ...): dim 0 is never read as a batch
   shape[1] = 2;
   shape[2] = c;
+  const bool host = x.device().is_cpu() && (!running_mean.defined() || running_mean.device().is_cpu()) &&
+                    (!running_var.defined() || running_var.device().is_cpu());
+  if (training && host && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64)) {
+    Tensor out = Tensor::empty(shape, x.dtype());
+    if (x.dtype() == DType::Float64) host_batch_norm_stats<double>(x, running_mean, running_var, momentum, eps, out);
+    else host_batch_norm_stats<float>(x, running_mean, running_var, momentum, eps, out);
+    return out;
+  }
+  Tensor mu = running_mean, v = running_var;  // (C) each
+  if (training) {                             // on a device (or in half precision): composed from reductions
+    Axes axes{0};
+    for (int64_t d = 2; d < x.ndim(); ++d) axes.push_back(d);
+    mu = mean(x, axes, false);
+    v = var(x, axes, false, 0);
+    update_running(running_mean, running_var, mu, v, momentum, x.numel() / c);
+  }
+  Tensor root = unary(UnaryOp::Sqrt, add_scalar(v, eps));
+  Tensor rstd = div(scalar_like(1, root), root);
   return reshape(astype(stack({mu, rstd}, 0), x.dtype()), shape);
 }
 

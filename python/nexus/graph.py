@@ -624,18 +624,21 @@ class GraphBuilder:
         rm = self._graph.add_buffer(f"{name}.running_mean", [c], getattr(_C.DType, self.dtype))
         self._buffers.append((f"{name}.running_var", np.ones(c, self.dtype)))
         rv = self._graph.add_buffer(f"{name}.running_var", [c], getattr(_C.DType, self.dtype))
-        # The statistics (one pass over x), then (x - mean) * (rstd * weight) + bias as elementwise
-        # nodes: fusion joins them with what follows (an activation, a residual add) into one
-        # kernel, and the backward is elementwise nodes and per-channel sums that fuse alike.
+        # The statistics (one pass over x), then x * scale + shift per channel (scale = rstd *
+        # weight, shift = bias - mean * scale, as PyTorch's CPU kernel) as elementwise nodes:
+        # fusion joins them with what follows (an activation, a residual add) into one kernel, and
+        # the backward is two per-channel sums (one also storing the gradient it sums) and one
+        # elementwise kernel for the input's gradient.
         x = self._current
         stats = self._node(_K.batch_norm_stats, [x, rm, rv], name, floats=[e["momentum"], e["eps"]])
         mean, rstd = (self._node(_K.select, [stats], name, ints=[1, row]) for row in (0, 1))
         per_channel = [1, c] + [1] * (len(self.shape_of(x)) - 2)
         w, b = (self._node(_K.reshape, [p], name, ints=per_channel) for p in (w, b))
         scale = self._node(_K.binary, [rstd, w], name, binary=_B.mul)
-        centred = self._node(_K.binary, [x, mean], name, binary=_B.sub)
-        y = self._node(_K.binary, [centred, scale], name, binary=_B.mul)
-        return self._node(_K.binary, [y, b], name, binary=_B.add)
+        shift = self._node(_K.binary, [b, self._node(_K.binary, [mean, scale], name, binary=_B.mul)], name,
+                           binary=_B.sub)
+        y = self._node(_K.binary, [x, scale], name, binary=_B.mul)
+        return self._node(_K.binary, [y, shift], name, binary=_B.add)
 
     def _build_layer_norm(self, e):
         features = list(self.shape_of(self._current)[1:])

@@ -408,8 +408,28 @@ def test_side_outputs_with_several_leading_axes_keepdims_mean_and_strides(rng):
     assert f.stats()["kernels"] == 1
 
 
-def test_a_sum_over_the_last_axis_does_not_store_its_chain():
+def scaled_and_channel_sums(t):
+    y = nx.relu(t) * 2.0
+    return y, nx.sum(y, axis=(0, 2, 3), keepdims=True)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_sum_over_axes_with_the_last_also_stores_its_chain(transposed, rng):
     f = nx.jit(exp_and_row_sum)
-    y, s = f(nx.ones((3, 4)))
-    np.testing.assert_allclose(s.numpy(), np.full(3, 4 * np.e), rtol=1e-6)
-    assert "only a floating sum or mean over leading axes" in f.explain()
+    x = rng.standard_normal((37, 45)).astype(np.float32)
+    t = nx.tensor(x.T.copy()).T if transposed else nx.tensor(x)  # a strided input too
+    y, s = f(t)
+    np.testing.assert_array_equal(y.numpy(), nx.exp(nx.tensor(x)).numpy())
+    np.testing.assert_allclose(s.numpy(), np.exp(x.astype(np.float64)).sum(axis=1), rtol=1e-5)
+    assert f.stats()["kernels"] == 1
+
+
+def test_per_channel_sums_over_batch_and_pixels_store_their_chain_in_one_kernel(rng):
+    # a batch norm's backward: the gradient it sums is written in the same pass
+    f = nx.jit(scaled_and_channel_sums)
+    x = rng.standard_normal((5, 3, 7, 9)).astype(np.float32)
+    y, s = f(nx.tensor(x))
+    ref = np.maximum(x, 0) * 2
+    np.testing.assert_array_equal(y.numpy(), ref)
+    np.testing.assert_allclose(s.numpy(), ref.astype(np.float64).sum(axis=(0, 2, 3), keepdims=True), rtol=1e-5)
+    assert f.stats()["kernels"] == 1

@@ -242,8 +242,8 @@ std::vector<bool> Partitioner::used_outside(std::vector<int> roots) const {
   return used;
 }
 
-// A reduction epilogue is its group's only output, unless it is a floating sum or mean over
-// leading axes (a bias gradient): that kernel also stores the others, row by row. Any other
+// A reduction epilogue is its group's only output, unless it is a floating sum or mean that
+// stores the others as it reads (reduction_with_side_outputs). Any other
 // epilogue whose group has outside readers leaves the group (its input becomes an output).
 void Partitioner::split_epilogues_read_outside(std::vector<bool>& used_outside) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -259,7 +259,8 @@ void Partitioner::split_epilogues_read_outside(std::vector<bool>& used_outside) 
       continue;
     plan_.refusals.push_back(str("cannot fuse ", node_label(g_, red), " into group ", gi,
                                  ": other values of the group are used outside it (only a floating sum or mean "
-                                 "over leading axes, or every axis, also stores elementwise outputs)"));
+                                 "over leading axes, or over axes that include the last, also stores "
+                                 "elementwise outputs)"));
     NX_ASSERT(b.nodes.back() == red, "a reduction with side nodes after it is a full sum or mean");
     b.nodes.pop_back();
     b.reduced = false;
@@ -348,7 +349,8 @@ int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch) {
 bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim) {
   const bool adds = reduce == ReduceOp::Sum || reduce == ReduceOp::Mean;
   if (!adds || !is_floating(dtype)) return false;
-  if (reduces_every_axis(axes, ndim)) return true;  // a full reduction, chunk by chunk
+  // chunk by chunk along the innermost axis: every axis, or any that include the last one
+  if (reduces_every_axis(axes, ndim) || std::count(axes.begin(), axes.end(), ndim - 1)) return true;
   for (size_t k = 0; k < axes.size(); ++k)
     if (axes[k] != int64_t(k)) return false;
   return true;

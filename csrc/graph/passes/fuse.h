@@ -42,15 +42,16 @@ bool is_fusable_elementwise(OpKind k);
 int64_t fused_bytes(const Graph& g, const FusionGroup& group, int64_t batch);
 int64_t unfused_bytes(const Graph& g, const FusionGroup& group, int64_t batch);
 
-// Can a reduction `reduce` of a `dtype` value over `axes` of a rank-`ndim` shape also store its
-// group's elementwise values: a floating sum or mean over leading axes that keeps at least one
-// dim (a bias gradient; its kernel then runs row by row), or over every axis (a loss; chunk by
-// chunk, storing as it reads).
 // Does a reduction over `axes` (empty: all) reduce every axis of a rank-`ndim` shape?
 inline bool reduces_every_axis(const std::vector<int64_t>& axes, int64_t ndim) {
   return axes.empty() || int64_t(axes.size()) == ndim;
 }
 
+// Can a reduction `reduce` of a `dtype` value over `axes` of a rank-`ndim` shape also store its
+// group's elementwise values: a floating sum or mean over leading axes that keeps at least one
+// dim (a bias gradient; its kernel then runs row by row), or over axes that include the last one
+// (a loss over every axis, a batch norm's per-channel sum over (N, H, W); chunk by chunk along
+// the last axis, storing as it reads).
 bool reduction_with_side_outputs(ReduceOp reduce, DType dtype, const std::vector<int64_t>& axes, int64_t ndim);
 
 // Groups the nodes [begin, end) of g: maximal chains of elementwise/broadcast ops of one

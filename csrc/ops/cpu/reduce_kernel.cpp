@@ -1,8 +1,8 @@
 #include "ops/cpu/kernels.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -192,44 +192,62 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& x, const std::ve
   reduce_rows<T, R>(op, o, packed.data<T>(), x.numel() / Rn, Rn);
 }
 
-// The sums of d = x - shift and of d * d over one contiguous run, in T lanes, totals in double.
-template <class T> std::array<double, 2> shifted_sums(const T* x, int64_t n, T shift) {
-  T s1[kLanes] = {}, s2[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) {
-      const T d = x[i + j] - shift;
-      s1[j] += d;
-      s2[j] += d * d;
+// One pass over x for a run of channels [cb, ce): the sums of x - K and (x - K)^2 per channel,
+// K the channel's first value (a shift that keeps the second sum small where the mean is large
+// against the spread); then mean = K + s1 / n and var = s2 / n - (s1 / n)^2. Images are read in
+// order, each image's rows of the run one after the other (contiguous), into T lanes per channel
+// that are added into double every kBlock values per lane set; every channel's sums take the
+// same steps whichever run holds it, so the result does not depend on the thread count.
+template <class T>
+void channel_stats_run(double* out, const T* x, int64_t N, int64_t C, int64_t S, int64_t cb, int64_t ce) {
+  const int64_t nc = ce - cb, vec_end = S / kLanes * kLanes;
+  std::vector<T> lanes(size_t(nc * 2 * kLanes), T(0));
+  std::vector<double> sums(size_t(nc * 2), 0.0);
+  auto flush = [&] {
+    for (int64_t c = 0; c < nc; ++c)
+      for (int64_t k = 0; k < 2; ++k) {
+        T* l = &lanes[size_t((c * 2 + k) * kLanes)];
+        for (int64_t j = 0; j < kLanes; ++j) sums[size_t(c * 2 + k)] += double(l[j]), l[j] = T(0);
+      }
+  };
+  int64_t pending = 0;  // values per lane set since the last flush
+  for (int64_t n = 0; n < N; ++n) {
+    if (pending + vec_end > kBlock) flush(), pending = 0;
+    pending += vec_end;
+    for (int64_t c = 0; c < nc; ++c) {
+      const T* row = x + (n * C + cb + c) * S;
+      const T shift = x[(cb + c) * S];
+      // kLanes values as one vector (the compiler splits it into what the variant has), in locals
+      typedef T V __attribute__((vector_size(kLanes * sizeof(T))));  // (a `using` drops it)
+      T* lane = &lanes[size_t(c * 2 * kLanes)];
+      V s1, s2, d;
+      std::memcpy(&s1, lane, sizeof(V));
+      std::memcpy(&s2, lane + kLanes, sizeof(V));
+      for (int64_t i = 0; i < vec_end; i += kLanes) {
+        std::memcpy(&d, row + i, sizeof(V));
+        d -= shift;
+        s1 += d;
+        s2 += d * d;
+      }
+      std::memcpy(lane, &s1, sizeof(V));
+      std::memcpy(lane + kLanes, &s2, sizeof(V));
+      for (int64_t i = vec_end; i < S; ++i) {
+        const double d = double(row[i] - shift);
+        sums[size_t(c * 2)] += d, sums[size_t(c * 2 + 1)] += d * d;
+      }
     }
-  double a1 = 0, a2 = 0;
-  for (int64_t j = 0; j < kLanes; ++j) a1 += s1[j], a2 += s2[j];
-  for (; i < n; ++i) {
-    const double d = double(x[i] - shift);
-    a1 += d, a2 += d * d;
   }
-  return {a1, a2};
+  flush();
+  const double count = double(N * S);
+  for (int64_t c = 0; c < nc; ++c) {
+    const double m = sums[size_t(c * 2)] / count;
+    out[cb + c] = double(x[(cb + c) * S]) + m;
+    out[C + cb + c] = std::max(0.0, sums[size_t(c * 2 + 1)] / count - m * m);
+  }
 }
 
-// One pass per channel: the sums of x - K and (x - K)^2 with K the channel's first value (a
-// shift that keeps the second sum small where the mean is large against the spread), then mean
-// = K + s1 / n and var = s2 / n - (s1 / n)^2. Channels run in parallel, each in one fixed order,
-// so the result does not depend on the thread count.
 template <class T> void channel_stats_typed(double* out, const T* x, int64_t N, int64_t C, int64_t S) {
-  parallel_for(C, 1, [&](int64_t cb, int64_t ce) {
-    for (int64_t c = cb; c < ce; ++c) {
-      const T shift = x[c * S];
-      double s1 = 0, s2 = 0;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t b = 0; b < S; b += kBlock) {
-          const auto [a1, a2] = shifted_sums(x + (n * C + c) * S + b, std::min(kBlock, S - b), shift);
-          s1 += a1, s2 += a2;
-        }
-      const double count = double(N * S), m = s1 / count;
-      out[c] = double(shift) + m;
-      out[C + c] = std::max(0.0, s2 / count - m * m);
-    }
-  });
+  parallel_for(C, 1, [&](int64_t cb, int64_t ce) { channel_stats_run(out, x, N, C, S, cb, ce); });
 }
 
 }  // namespace
