@@ -187,7 +187,8 @@ static void interp_reduce(const FusedKernel& k, const std::vector<Access>& acces
     } else {
       // The same order as the rendered code: lanes over whole blocks of kLanes, then the lanes
       // in order, then the tail (kTile is a multiple of kLanes, so blocks never straddle tiles).
-      T lanes[kLanes];
+      using Lane = std::conditional_t<std::is_floating_point_v<T>, double, T>;  // float sums: double lanes
+      Lane lanes[kLanes];
       int64_t itotal = 0;
       const int64_t full = n / kLanes * kLanes;
       T tail[kLanes];
@@ -198,7 +199,7 @@ static void interp_reduce(const FusedKernel& k, const std::vector<Access>& acces
         store_outputs(k, p, i0, m, R);  // a full reduction's side outputs (none otherwise)
         const T* v = static_cast<const T*>(R.at(size_t(k.reduce.reg)));
         if (i0 == 0)
-          for (int64_t j = 0; j < kLanes; ++j) lanes[j] = sum ? T(0) : v[0];
+          for (int64_t j = 0; j < kLanes; ++j) lanes[j] = sum ? Lane(0) : Lane(v[0]);
         if (sum && std::is_integral_v<T>) {
           for (int64_t j = 0; j < m; ++j) itotal += int64_t(v[j]);
           continue;
@@ -206,9 +207,9 @@ static void interp_reduce(const FusedKernel& k, const std::vector<Access>& acces
         const int64_t mfull = std::min(m, full - i0);
         for (int64_t b = 0; b + kLanes <= mfull; b += kLanes)
           for (int64_t j = 0; j < kLanes; ++j)
-            lanes[j] = sum      ? T(lanes[j] + v[b + j])
-                       : is_max ? pick_max(lanes[j], v[b + j])
-                                : pick_min(lanes[j], v[b + j]);
+            lanes[j] = sum      ? Lane(lanes[j] + Lane(v[b + j]))
+                       : is_max ? Lane(pick_max(T(lanes[j]), v[b + j]))
+                                : Lane(pick_min(T(lanes[j]), v[b + j]));
         for (int64_t j = std::max<int64_t>(mfull, 0); j < m; ++j) tail[ntail++] = v[j];
       }
       if constexpr (std::is_integral_v<T>) {
@@ -223,8 +224,8 @@ static void interp_reduce(const FusedKernel& k, const std::vector<Access>& acces
         for (int64_t j = 0; j < ntail; ++j) total += tail[j];
         *static_cast<double*>(acc) = total;
       } else {
-        T best = lanes[0];
-        for (int64_t j = 1; j < kLanes; ++j) best = is_max ? pick_max(best, lanes[j]) : pick_min(best, lanes[j]);
+        T best = T(lanes[0]);
+        for (int64_t j = 1; j < kLanes; ++j) best = is_max ? pick_max(best, T(lanes[j])) : pick_min(best, T(lanes[j]));
         for (int64_t j = 0; j < ntail; ++j) best = is_max ? pick_max(best, tail[j]) : pick_min(best, tail[j]);
         if constexpr (std::is_floating_point_v<T>) *static_cast<double*>(acc) = double(best);
         else *static_cast<int64_t*>(acc) = int64_t(best);

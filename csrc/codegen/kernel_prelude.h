@@ -78,9 +78,12 @@ template <class T> inline T pow_(T x, T y) {
   else return std::pow(x, y);
 }
 // Reductions run over chunks of kChunk elements (fixed, so results do not depend on threads).
-// Float sums add kLanes lanes in T over the chunk, then the lanes in order into a double.
+// Float sums add kLanes lanes in double over the chunk (each value widened: a float lane adding
+// thousands of same-signed values would lose ~1e-5 of their sum, which a batch norm's backward
+// turns into a per-channel offset), then the lanes in order.
 inline constexpr int64_t kChunk = 4096;
 inline constexpr int64_t kLanes = 16;
+inline constexpr int64_t kSumTile = 256;  // a float sum's values are computed a tile at a time
 
 #ifdef NX_CPU_VARIANT
 }  // namespace NX_CPU_VARIANT

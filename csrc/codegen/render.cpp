@@ -286,8 +286,8 @@ void emit_reduce_epilogue_cuda(const Out& o, bool sum) {
   os << "}\n";
 }
 
-// C++: lanes over whole blocks of kLanes, then the lanes in order, then the tail (the
-// interpreter's order, so both give the same bits).
+// C++: lanes over whole blocks of kLanes (float sums in double lanes), then the lanes in order,
+// then the tail (the interpreter's order, so both give the same bits).
 void emit_reduce_epilogue_cpp(const Out& o, bool sum) {
   const FusedKernel& k = o.k;
   std::ostringstream& os = o.os;
@@ -296,11 +296,18 @@ void emit_reduce_epilogue_cpp(const Out& o, bool sum) {
   const char* rt = reg_type(t);
   const char* acc_t = fl ? "double" : "int64_t";
   if (sum && fl) {
-    os << "  " << rt << " lanes[kLanes] = {};\n  int64_t i = 0;\n"
-       << "  for (; i + kLanes <= n; i += kLanes)\n"
-       << "    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += value(i + j);\n"
+    // A tile's values first (a loop GCC vectorizes as an elementwise kernel's), then widened
+    // into the lanes: one loop doing both stays scalar and branchy where a value holds a select
+    // (relu_grad), with GCC 12.
+    os << "  double lanes[kLanes] = {};\n  const int64_t full = n / kLanes * kLanes;\n"
+       << "  " << rt << " tile[kSumTile];\n"
+       << "  for (int64_t i0 = 0; i0 < full; i0 += kSumTile) {\n"
+       << "    const int64_t m = full - i0 < kSumTile ? full - i0 : kSumTile;\n"
+       << "    _Pragma(\"GCC ivdep\") for (int64_t j = 0; j < m; ++j) tile[j] = value(i0 + j);\n"
+       << "    for (int64_t b = 0; b < m; b += kLanes)\n"
+       << "      for (int64_t j = 0; j < kLanes; ++j) lanes[j] += double(tile[b + j]);\n  }\n"
        << "  double total = 0;\n  for (int64_t j = 0; j < kLanes; ++j) total += lanes[j];\n"
-       << "  for (; i < n; ++i) total += value(i);\n  *(double*)acc = total;\n}\n";
+       << "  for (int64_t i = full; i < n; ++i) total += value(i);\n  *(double*)acc = total;\n}\n";
   } else if (sum) {
     os << "  int64_t total = 0;\n  for (int64_t i = 0; i < n; ++i) total += cvt<int64_t>(value(i));\n"
        << "  *(int64_t*)acc = total;\n}\n";
@@ -343,7 +350,7 @@ const std::string& renderer_fingerprint() {
   static const std::string fp = Hasher()
                                     .add(prelude(Dialect::Cpp))
                                     .add(prelude(Dialect::Cuda))
-                                    .add("render v3 (ivdep, hoisted broadcasts)")
+                                    .add("render v4 (float sums in double lanes, values by block)")
                                     .hex();
   return fp;
 }

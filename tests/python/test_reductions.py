@@ -256,6 +256,21 @@ def test_sum_along_broadcast_axes_multiplies_the_repeated_element(rng):
     np.testing.assert_array_equal(u.grad.numpy(), np.full((1, 3, 1), 20.0))
 
 
+def test_float32_sums_of_many_same_signed_values_keep_float_precision():
+    # A million values of 0.1 (1 + 2**20 + 17 of them): float32 lanes would lose ~1e-5 of the
+    # sum (a batch norm's backward turned that into a per-channel offset); double lanes keep it
+    # to the last rounding, eagerly and in a fused kernel (a channel sum, like a batch norm's).
+    n = 2**20 + 17
+    x = np.full(n, 0.1, np.float32)
+    exact = float(np.float32(0.1)) * n
+    assert abs(float(nx.sum(nx.tensor(x)).item()) / exact - 1) < 2e-7
+    t = nx.tensor(x.reshape(1, 1, 1, n))
+    summed = nx.jit(lambda a: (a * 1.0).sum(axis=(0, 2, 3)))(t)
+    assert abs(float(summed.numpy()[0]) / exact - 1) < 2e-7
+    four_d = nx.tensor(np.full((64, 3, 32, 32), 0.1, np.float32))
+    np.testing.assert_allclose(nx.sum(four_d, axis=(0, 2, 3)).numpy(), float(np.float32(0.1)) * 65536, rtol=2e-7)
+
+
 def test_argmax_over_a_large_odd_shape_matches_numpy(rng):
     x = rng.permutation(37 * 2711).reshape(37, 2711).astype(np.float64)
     for axis in (None, 0, 1):

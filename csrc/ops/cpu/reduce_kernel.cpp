@@ -13,8 +13,9 @@
 namespace nexus::ops::cpu::NX_CPU_VARIANT {
 namespace {
 
-// Float sums accumulate 16 lanes in T over blocks of kBlock, block totals in double: numpy-level
-// accuracy at streaming speed, and a result that does not depend on the thread count.
+// Float sums accumulate 16 lanes in double (each value widened, as fused kernels' sums) over
+// blocks of kBlock, block totals in double: better than numpy's pairwise sums at streaming speed,
+// and a result that does not depend on the thread count.
 constexpr int64_t kLanes = 16;
 constexpr int64_t kBlock = 1 << 14;
 
@@ -22,10 +23,10 @@ template <class T> using SumAcc = std::conditional_t<std::is_floating_point_v<T>
 
 template <class T> SumAcc<T> sum_block(const T* x, int64_t n) {
   if constexpr (std::is_floating_point_v<T>) {
-    T lanes[kLanes] = {};
+    double lanes[kLanes] = {};
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes)
-      for (int64_t j = 0; j < kLanes; ++j) lanes[j] += x[i + j];
+      for (int64_t j = 0; j < kLanes; ++j) lanes[j] += double(x[i + j]);
     double acc = 0;
     for (int64_t j = 0; j < kLanes; ++j) acc += lanes[j];
     for (; i < n; ++i) acc += x[i];
@@ -195,49 +196,49 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& x, const std::ve
 // One pass over x for a run of channels [cb, ce): the sums of x - K and (x - K)^2 per channel,
 // K the channel's first value (a shift that keeps the second sum small where the mean is large
 // against the spread); then mean = K + s1 / n and var = s2 / n - (s1 / n)^2. Images are read in
-// order, each image's rows of the run one after the other (contiguous), into T lanes per channel
-// that are added into double every kBlock values per lane set; every channel's sums take the
-// same steps whichever run holds it, so the result does not depend on the thread count.
+// order, each image's rows of the run one after the other (contiguous), into T lanes over 16
+// vectors at a time, added into double lanes per channel; every channel's sums take the same steps whichever run holds it, so the result does
+// not depend on the thread count.
 template <class T>
 void channel_stats_run(double* out, const T* x, int64_t N, int64_t C, int64_t S, int64_t cb, int64_t ce) {
   const int64_t nc = ce - cb, vec_end = S / kLanes * kLanes;
-  std::vector<T> lanes(size_t(nc * 2 * kLanes), T(0));
+  std::vector<double> lanes(size_t(nc * 2 * kLanes), 0.0);
   std::vector<double> sums(size_t(nc * 2), 0.0);
-  auto flush = [&] {
-    for (int64_t c = 0; c < nc; ++c)
-      for (int64_t k = 0; k < 2; ++k) {
-        T* l = &lanes[size_t((c * 2 + k) * kLanes)];
-        for (int64_t j = 0; j < kLanes; ++j) sums[size_t(c * 2 + k)] += double(l[j]), l[j] = T(0);
-      }
-  };
-  int64_t pending = 0;  // values per lane set since the last flush
   for (int64_t n = 0; n < N; ++n) {
-    if (pending + vec_end > kBlock) flush(), pending = 0;
-    pending += vec_end;
     for (int64_t c = 0; c < nc; ++c) {
       const T* row = x + (n * C + cb + c) * S;
       const T shift = x[(cb + c) * S];
-      // kLanes values as one vector (the compiler splits it into what the variant has), in locals
+      // kLanes values as one vector (the compiler splits it into what the variant has), summed in
+      // T over at most 16 vectors, then widened into double lanes kept in locals
       typedef T V __attribute__((vector_size(kLanes * sizeof(T))));  // (a `using` drops it)
-      T* lane = &lanes[size_t(c * 2 * kLanes)];
-      V s1, s2, d;
-      std::memcpy(&s1, lane, sizeof(V));
-      std::memcpy(&s2, lane + kLanes, sizeof(V));
-      for (int64_t i = 0; i < vec_end; i += kLanes) {
-        std::memcpy(&d, row + i, sizeof(V));
-        d -= shift;
-        s1 += d;
-        s2 += d * d;
+      typedef double VD __attribute__((vector_size(kLanes * sizeof(double))));
+      double* lane = &lanes[size_t(c * 2 * kLanes)];
+      VD s1, s2;
+      std::memcpy(&s1, lane, sizeof(VD));
+      std::memcpy(&s2, lane + kLanes, sizeof(VD));
+      for (int64_t i0 = 0; i0 < vec_end; i0 += 16 * kLanes) {
+        V a1 = {}, a2 = {};
+        for (int64_t i = i0; i < std::min(vec_end, i0 + 16 * kLanes); i += kLanes) {
+          V d;
+          std::memcpy(&d, row + i, sizeof(V));
+          d -= shift;
+          a1 += d;
+          a2 += d * d;
+        }
+        s1 += __builtin_convertvector(a1, VD);
+        s2 += __builtin_convertvector(a2, VD);
       }
-      std::memcpy(lane, &s1, sizeof(V));
-      std::memcpy(lane + kLanes, &s2, sizeof(V));
+      std::memcpy(lane, &s1, sizeof(VD));
+      std::memcpy(lane + kLanes, &s2, sizeof(VD));
       for (int64_t i = vec_end; i < S; ++i) {
         const double d = double(row[i] - shift);
         sums[size_t(c * 2)] += d, sums[size_t(c * 2 + 1)] += d * d;
       }
     }
   }
-  flush();
+  for (int64_t c = 0; c < nc; ++c)  // the lanes in order, after the tails' sums
+    for (int64_t k = 0; k < 2; ++k)
+      for (int64_t j = 0; j < kLanes; ++j) sums[size_t(c * 2 + k)] += lanes[size_t((c * 2 + k) * kLanes + j)];
   const double count = double(N * S);
   for (int64_t c = 0; c < nc; ++c) {
     const double m = sums[size_t(c * 2)] / count;
