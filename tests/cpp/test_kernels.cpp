@@ -747,7 +747,11 @@ TEST(conv2d_gradients_match_the_scalar_sums) {
            {3, 6, 14, 13, 16, 5, 5, 1, 1, 2, 1},  // stride 1: dx as a flipped forward
            {2, 5, 9, 10, 33, 3, 3, 1, 1, 1, 1},   // two channel blocks (one on the widest variant)
            {2, 4, 9, 9, 70, 3, 2, 1, 1, 0, 1},    // several blocks, a non-square kernel
-           {3, 3, 11, 12, 9, 3, 3, 2, 2, 1, 1},   // stride 2: dx through im2col + gemm
+           {3, 3, 11, 12, 9, 3, 3, 2, 2, 1, 1},   // stride 2: dx as four stride-1 phase convolutions
+           {2, 4, 13, 10, 17, 2, 4, 2, 1, 1, 2},  // mixed strides, a 2x4 kernel, padding (1, 2)
+           {2, 3, 10, 11, 8, 5, 5, 3, 3, 2, 1},   // stride 3: phases of 2 and 1 taps, odd counts
+           {1, 2, 9, 8, 12, 4, 4, 2, 2, 0, 0},    // an even kernel, no padding
+           {2, 3, 9, 9, 10, 1, 1, 2, 2, 0, 0},    // a 1x1 at stride 2: im2col (three phases empty)
            {2, 2, 6, 6, 5, 3, 3, 1, 1, 2, 2},     // padding of the whole kernel extent less one
            {1, 460, 4, 4, 6, 3, 3, 1, 1, 1, 1},   // 4140 taps: dw through gemm
            {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1},     // an empty batch: dw and dbias are 0
