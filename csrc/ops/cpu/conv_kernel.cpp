@@ -758,13 +758,8 @@ template <class T, int64_t KV> void conv_backward_weight_direct(const Conv2dGeom
         for (int64_t kb = 0; kb < kblocks; ++kb) {
           for (int64_t v = 0; v < KB; ++v) {  // dy's rows of this block, each read in order
             const int64_t k = kb * KB + v;
-            T* col = dyt.data() + v;
-            if (k >= g.k) {
-              for (int64_t p = 0; p < s.pixels; ++p) col[p * KB] = T(0);
-              continue;
-            }
-            const T* row = dy_b + k * s.pixels;
-            for (int64_t p = 0; p < s.pixels; ++p) col[p * KB] = row[p];
+            const T* row = dy_b + std::min(k, g.k - 1) * s.pixels;  // (zeros beyond k)
+            for (int64_t p = 0; p < s.pixels; ++p) dyt.data()[p * KB + v] = k < g.k ? row[p] : T(0);
           }
           kernel.image(xb, dyt.data(), dwt + kb * block_size);
         }
@@ -853,72 +848,53 @@ void conv2d_backward_grouped(const Conv2dGeometry& g, const T* x, const T* w, co
   }
 }
 
-// dx of a strided convolution as stride_h * stride_w stride-1 convolutions, one per phase (a, b)
-// of the padded input: the rows Y = y + pad_h with Y % stride_h == a receive only the kernel rows
-// i = a, a + stride_h, ..., as dx[Y = a + stride_h * m] = sum_u w[a + stride_h * u] dy[m - u]: a
-// correlation of dy (zero-padded by one less than those rows on top) with the flipped sub-kernel,
-// run by the forward kernels, its output then written to the phase's rows and columns of dx.
-// Every element of dx is in exactly one phase (a phase no kernel tap reaches is zero), so dx is
-// written, never accumulated: the same FLOPs as the taps, no col2im scatter.
+// Strided dx as one stride-1 convolution per phase (a, b) of the padded input: rows Y = y + pad_h
+// with Y % stride_h == a get only kernel rows a + stride_h * u, dx[a + stride_h * m] = sum_u
+// w[a + stride_h * u] dy[m - u], a correlation of dy with the flipped sub-kernel that the forward
+// kernels run. Each dx element is in one phase (every phase has taps: kernel >= stride), so dx is
+// written once, with the taps' FLOPs and no col2im scatter.
 template <class T> void conv_backward_input_phases(const Conv2dGeometry& g, const T* w, const T* dy, T* dx) {
-  const int64_t oh = g.out_h(), ow = g.out_w(), area = g.kh * g.kw;
+  const int64_t oh = g.out_h(), ow = g.out_w(), sh = g.stride_h, sw = g.stride_w;
   auto floor_div = [](int64_t p, int64_t q) { return p >= 0 ? p / q : -((-p + q - 1) / q); };
   struct Phase {
-    int64_t first, count, taps;  // outputs m in [first, first + count); kernel taps of this phase
+    int64_t first, count, taps;  // outputs m in [first, first + count); kernel rows (or columns)
   };
   auto phase = [&](int64_t a, int64_t stride, int64_t pad, int64_t in, int64_t kernel) {
     const int64_t first = -floor_div(a - pad, stride), last = floor_div(in - 1 + pad - a, stride);
-    return Phase{first, std::max<int64_t>(0, last - first + 1), a < kernel ? ceil_div(kernel - a, stride) : 0};
+    return Phase{first, std::max<int64_t>(0, last - first + 1), ceil_div(kernel - a, stride)};
   };
-  int64_t dyp_size = 0, out_size = 0;  // the largest phase's buffers (pooled: no page faults)
-  for (int64_t a = 0; a < g.stride_h; ++a)
-    for (int64_t b = 0; b < g.stride_w; ++b) {
-      const Phase r = phase(a, g.stride_h, g.pad_h, g.h, g.kh), c = phase(b, g.stride_w, g.pad_w, g.w, g.kw);
-      dyp_size = std::max(dyp_size, (r.count + r.taps) * (c.count + c.taps));
-      out_size = std::max(out_size, r.count * c.count);
-    }
-  alloc::Scratch<T> dyp(static_cast<size_t>(g.n * g.k * dyp_size)), out(static_cast<size_t>(g.n * g.c * out_size));
-  std::vector<T> wf;
-  for (int64_t a = 0; a < g.stride_h; ++a)
-    for (int64_t b = 0; b < g.stride_w; ++b) {
-      const Phase r = phase(a, g.stride_h, g.pad_h, g.h, g.kh), c = phase(b, g.stride_w, g.pad_w, g.w, g.kw);
+  // a phase has at most ceil(h / sh) rows and ceil(kh / sh) taps (pooled buffers: no page faults)
+  const int64_t rows = ceil_div(g.h, sh), cols = ceil_div(g.w, sw);
+  alloc::Scratch<T> dyp(size_t(g.n * g.k * (rows + ceil_div(g.kh, sh)) * (cols + ceil_div(g.kw, sw))));
+  alloc::Scratch<T> out(size_t(g.n * g.c * rows * cols)), wf(size_t(g.c * g.k * g.kh * g.kw));
+  for (int64_t a = 0; a < sh; ++a)
+    for (int64_t b = 0; b < sw; ++b) {
+      const Phase r = phase(a, sh, g.pad_h, g.h, g.kh), c = phase(b, sw, g.pad_w, g.w, g.kw);
       if (r.count == 0 || c.count == 0) continue;
-      const int64_t hp = r.count + r.taps - 1, wp = c.count + c.taps - 1;
-      if (r.taps > 0 && c.taps > 0) {
-        wf.assign(static_cast<size_t>(g.c * g.k * r.taps * c.taps), T(0));  // (c, k, taps) flipped
-        for (int64_t ci = 0; ci < g.c; ++ci)
-          for (int64_t k = 0; k < g.k; ++k)
-            for (int64_t v = 0; v < r.taps; ++v)
-              for (int64_t z = 0; z < c.taps; ++z)
-                wf[static_cast<size_t>(((ci * g.k + k) * r.taps + v) * c.taps + z)] =
-                    w[(k * g.c + ci) * area + (a + g.stride_h * (r.taps - 1 - v)) * g.kw + b +
-                      g.stride_w * (c.taps - 1 - z)];
-        for_images(0, g.n, [&](int64_t n) {  // dy rows first - taps + 1 ..., zero outside dy
-          for (int64_t k = 0; k < g.k; ++k)
-            for (int64_t row = 0; row < hp; ++row) {
-              const int64_t oy = r.first - (r.taps - 1) + row;
-              T* to = dyp.data() + ((n * g.k + k) * hp + row) * wp;
-              if (oy < 0 || oy >= oh) {
-                std::fill(to, to + wp, T(0));
-                continue;
-              }
-              const T* from = dy + ((n * g.k + k) * oh + oy) * ow;
-              for (int64_t col = 0; col < wp; ++col) {
-                const int64_t ox = c.first - (c.taps - 1) + col;
-                to[col] = ox >= 0 && ox < ow ? from[ox] : T(0);
-              }
-            }
-        });
-        const Conv2dGeometry t{g.n, g.k, hp, wp, g.c, r.taps, c.taps, 1, 1, 0, 0, 1};
-        conv2d_forward(t, dyp.data(), wf.data(), static_cast<const T*>(nullptr), out.data());
-      }
+      const int64_t hp = r.count + r.taps - 1, wp = c.count + c.taps - 1, taps = r.taps * c.taps;
+      for (int64_t ci = 0; ci < g.c; ++ci)  // (c, k, r.taps, c.taps), flipped
+        for (int64_t k = 0; k < g.k; ++k)
+          for (int64_t v = 0; v < taps; ++v)
+            wf.data()[(ci * g.k + k) * taps + v] =
+                w[((k * g.c + ci) * g.kh + a + sh * (r.taps - 1 - v / c.taps)) * g.kw + b +
+                  sw * (c.taps - 1 - v % c.taps)];
+      for_images(0, g.n, [&](int64_t n) {  // dy from row r.first - r.taps + 1 on, zero outside
+        for (int64_t k = 0; k < g.k; ++k)
+          for (int64_t row = 0; row < hp; ++row) {
+            const int64_t oy = r.first - (r.taps - 1) + row;
+            T* to = dyp.data() + ((n * g.k + k) * hp + row) * wp;
+            for (int64_t col = 0, ox = c.first - (c.taps - 1); col < wp; ++col, ++ox)
+              to[col] = oy >= 0 && oy < oh && ox >= 0 && ox < ow ? dy[((n * g.k + k) * oh + oy) * ow + ox] : T(0);
+          }
+      });
+      const Conv2dGeometry t{g.n, g.k, hp, wp, g.c, r.taps, c.taps, 1, 1, 0, 0, 1};
+      conv2d_forward(t, dyp.data(), wf.data(), static_cast<const T*>(nullptr), out.data());
       for_images(0, g.n, [&](int64_t n) {
         for (int64_t ci = 0; ci < g.c; ++ci)
           for (int64_t m = 0; m < r.count; ++m) {
-            T* row = dx + ((n * g.c + ci) * g.h + a + g.stride_h * (r.first + m) - g.pad_h) * g.w;
-            const T* from = r.taps > 0 && c.taps > 0 ? out.data() + ((n * g.c + ci) * r.count + m) * c.count : nullptr;
-            for (int64_t j = 0; j < c.count; ++j)
-              row[b + g.stride_w * (c.first + j) - g.pad_w] = from != nullptr ? from[j] : T(0);
+            T* row = dx + ((n * g.c + ci) * g.h + a + sh * (r.first + m) - g.pad_h) * g.w;
+            const T* from = out.data() + ((n * g.c + ci) * r.count + m) * c.count;
+            for (int64_t j = 0; j < c.count; ++j) row[b + sw * (c.first + j) - g.pad_w] = from[j];
           }
       });
     }
@@ -926,8 +902,7 @@ template <class T> void conv_backward_input_phases(const Conv2dGeometry& g, cons
 
 template <class T>
 void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias) {
-  // Strided, with every phase reached by a tap (a 1x1 at stride 2 is left to im2col: three of its
-  // four phases are zeros, measured slower as phases)
+  // (a 1x1 at stride 2 stays with im2col: three of its four phases are zeros, slower as phases)
   if (dx != nullptr && g.groups == 1 && !plane_kernels(g) && (g.stride_h > 1 || g.stride_w > 1) && g.kh >= g.stride_h &&
       g.kw >= g.stride_w) {
     conv_backward_input_phases(g, w, dy, dx);
