@@ -665,6 +665,7 @@ TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_p
            {2, 1, 9, 11, 6, 2, 3, 1, 2, 0, 1},     // a non-square kernel
            {2, 20, 5, 6, 40, 1, 1, 2, 2, 0, 0},    // pointwise, strided
            {1, 80, 6, 6, 24, 1, 1, 1, 1, 0, 0},    // pointwise over many channels (the GEMM path)
+           {3, 64, 5, 7, 33, 1, 1, 1, 1, 0, 0},    // ... image by image, straight from x into y
            {1, 460, 3, 4, 8, 3, 3, 1, 1, 1, 1},    // 4140 taps (the GEMM path)
            {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1},      // an empty batch
        }) {

@@ -344,20 +344,12 @@ Conv2dGeometry one_group(const Conv2dGeometry& g) {
 }
 
 // Channels [q*per, (q+1)*per) of each of the n images of `channels` planes of `plane` elements,
-// copied to or from a contiguous (n, per, plane) buffer.
-template <class T>
-void gather_channels(const T* from, int64_t n, int64_t channels, int64_t per, int64_t plane, int64_t q, T* to) {
+// copied to (gather) or from (scatter) a contiguous (n, per, plane) buffer.
+template <class T> void move_channels(bool gather, const T* from, int64_t n, int64_t channels, int64_t per,
+                                      int64_t plane, int64_t q, T* to) {
   for_images(0, n, [&](int64_t b) {
-    const T* src = from + (b * channels + q * per) * plane;
-    std::copy(src, src + per * plane, to + b * per * plane);
-  });
-}
-
-template <class T>
-void scatter_channels(const T* from, int64_t n, int64_t channels, int64_t per, int64_t plane, int64_t q, T* to) {
-  for_images(0, n, [&](int64_t b) {
-    const T* src = from + b * per * plane;
-    std::copy(src, src + per * plane, to + (b * channels + q * per) * plane);
+    const int64_t all = (b * channels + q * per) * plane, own = b * per * plane;
+    std::copy(from + (gather ? all : own), from + (gather ? all : own) + per * plane, to + (gather ? own : all));
   });
 }
 
@@ -630,10 +622,10 @@ template <class T> void conv2d_forward_grouped(const Conv2dGeometry& g, const T*
   const Conv2dGeometry s = one_group(g);
   alloc::Scratch<T> xg(static_cast<size_t>(g.n * s.c * g.h * g.w)), yg(static_cast<size_t>(g.n * s.k * pixels));
   for (int64_t q = 0; q < g.groups; ++q) {
-    gather_channels(x, g.n, g.c, s.c, g.h * g.w, q, xg.data());
+    move_channels(true, x, g.n, g.c, s.c, g.h * g.w, q, xg.data());
     conv2d_forward(s, xg.data(), w + q * s.k * s.c * g.kh * g.kw, bias != nullptr ? bias + q * s.k : nullptr,
                    yg.data());
-    scatter_channels(yg.data(), g.n, g.k, s.k, pixels, q, y);
+    move_channels(false, yg.data(), g.n, g.k, s.k, pixels, q, y);
   }
 }
 
@@ -643,6 +635,16 @@ template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, cons
   if (direct_forward(g, s)) {
     if (one_vector<T>(g.k)) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y);
     return conv2d_forward_direct<T, 2>(g, s, x, w, bias, y);
+  }
+  if (s.taps == g.c && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0) {
+    // pointwise: each image's (c, pixels) is its own im2col, y = w x per image, no copies
+    for_images(0, g.n, [&](int64_t b) {
+      T* yb = y + b * s.out_img;
+      gemm<T>(false, false, g.k, s.pixels, g.c, T(1), w, g.c, x + b * s.in_img, s.pixels, T(0), yb, s.pixels);
+      for (int64_t k = 0; k < g.k && bias != nullptr; ++k)
+        for (int64_t p = 0; p < s.pixels; ++p) yb[k * s.pixels + p] += bias[k];
+    });
+    return;
   }
   const int64_t group = group_size(g, s), groups = ceil_div(g.n, group);
   parallel_for(groups, 1, [&](int64_t q0, int64_t q1) {
@@ -840,11 +842,11 @@ void conv2d_backward_grouped(const Conv2dGeometry& g, const T* x, const T* w, co
   alloc::Scratch<T> xg(static_cast<size_t>(g.n * s.c * g.h * g.w)), dyg(static_cast<size_t>(g.n * s.k * pixels));
   alloc::Scratch<T> dxg(static_cast<size_t>(dx != nullptr ? g.n * s.c * g.h * g.w : 0));
   for (int64_t q = 0; q < g.groups; ++q) {
-    if (dw != nullptr) gather_channels(x, g.n, g.c, s.c, g.h * g.w, q, xg.data());
-    gather_channels(dy, g.n, g.k, s.k, pixels, q, dyg.data());
+    if (dw != nullptr) move_channels(true, x, g.n, g.c, s.c, g.h * g.w, q, xg.data());
+    move_channels(true, dy, g.n, g.k, s.k, pixels, q, dyg.data());
     conv2d_backward(s, xg.data(), w + q * w_group, dyg.data(), dx != nullptr ? dxg.data() : nullptr,
                     dw != nullptr ? dw + q * w_group : nullptr, dbias != nullptr ? dbias + q * s.k : nullptr);
-    if (dx != nullptr) scatter_channels(dxg.data(), g.n, g.c, s.c, g.h * g.w, q, dx);
+    if (dx != nullptr) move_channels(false, dxg.data(), g.n, g.c, s.c, g.h * g.w, q, dx);
   }
 }
 
