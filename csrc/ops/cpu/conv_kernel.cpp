@@ -880,13 +880,14 @@ template <class T> void conv_backward_input_phases(const Conv2dGeometry& g, cons
             wf.data()[(ci * g.k + k) * taps + v] =
                 w[((k * g.c + ci) * g.kh + a + sh * (r.taps - 1 - v / c.taps)) * g.kw + b +
                   sw * (c.taps - 1 - v % c.taps)];
-      for_images(0, g.n, [&](int64_t n) {  // dy from row r.first - r.taps + 1 on, zero outside
+      const int64_t x0 = c.first - (c.taps - 1), lo = std::clamp<int64_t>(-x0, 0, wp), hi = std::clamp(ow - x0, lo, wp);
+      for_images(0, g.n, [&](int64_t n) {  // dy from row r.first - r.taps + 1, column x0 on; zeros outside
         for (int64_t k = 0; k < g.k; ++k)
-          for (int64_t row = 0; row < hp; ++row) {
-            const int64_t oy = r.first - (r.taps - 1) + row;
+          for (int64_t row = 0, oy = r.first - (r.taps - 1); row < hp; ++row, ++oy) {
             T* to = dyp.data() + ((n * g.k + k) * hp + row) * wp;
-            for (int64_t col = 0, ox = c.first - (c.taps - 1); col < wp; ++col, ++ox)
-              to[col] = oy >= 0 && oy < oh && ox >= 0 && ox < ow ? dy[((n * g.k + k) * oh + oy) * ow + ox] : T(0);
+            std::fill(to, to + wp, T(0));
+            if (oy >= 0 && oy < oh && hi > lo)
+              std::copy_n(dy + ((n * g.k + k) * oh + oy) * ow + x0 + lo, hi - lo, to + lo);
           }
       });
       const Conv2dGeometry t{g.n, g.k, hp, wp, g.c, r.taps, c.taps, 1, 1, 0, 0, 1};
