@@ -110,15 +110,27 @@ static int64_t check_batch_norm(const char* op, const Tensor& x, const Tensor& r
 
 // The running statistics (either may be undefined) moved by `momentum` towards a batch's mean
 // and biased variance (C values each) over n values per channel; the variance unbiased, as PyTorch.
+// On the host, per channel in double (a step's dozens of batch norms would otherwise each run
+// several small ops); on a device, as tensor ops.
 static void update_running(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean, const Tensor& var,
                            double momentum, int64_t n) {
   autograd::NoGradGuard no_grad;
   const int64_t c = mean.numel();
-  if (running_mean.defined())
-    copy_(running_mean, add(mul_scalar(running_mean, 1 - momentum), mul_scalar(reshape(mean.detach(), {c}), momentum)));
-  if (running_var.defined())
-    copy_(running_var, add(mul_scalar(running_var, 1 - momentum),
-                           mul_scalar(reshape(var.detach(), {c}), momentum * double(n) / double(n - 1))));
+  auto move = [&](const Tensor& running, const Tensor& batch, double scale) {
+    if (!running.defined()) return;
+    if (!running.device().is_cpu() || !batch.device().is_cpu()) {
+      copy_(running,
+            add(mul_scalar(running, 1 - momentum), mul_scalar(reshape(batch.detach(), {c}), momentum * scale)));
+      return;
+    }
+    Tensor r = contiguous(astype(running, DType::Float64)), b = contiguous(astype(batch.detach(), DType::Float64));
+    double* p = r.data<double>();
+    const double* q = b.data<double>();
+    for (int64_t i = 0; i < c; ++i) p[i] = (1 - momentum) * p[i] + momentum * scale * q[i];
+    copy_(running, r);
+  };
+  move(running_mean, mean, 1.0);
+  move(running_var, var, double(n) / double(n - 1));
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
@@ -143,24 +155,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return y;
 }
 
-// batch_norm_stats on the host: x's statistics by one kernel pass, the rest per channel here
-// (a step's dozens of batch norms would otherwise each run ten small ops).
+// batch_norm_stats on the host: x's statistics by one kernel pass, the rest per channel here.
 template <class T> static void host_batch_norm_stats(const Tensor& x, const Tensor& running_mean,
                                                      const Tensor& running_var, double momentum, double eps,
                                                      const Tensor& out) {
-  const int64_t c = x.dim(1), n = x.numel() / c;
+  const int64_t c = x.dim(1);
   Tensor stats = Tensor::empty({2, c}, DType::Float64);
   cpu::kernels().channel_stats(stats, contiguous(x));
+  update_running(running_mean, running_var, select(stats, 0, 0), select(stats, 0, 1), momentum, x.numel() / c);
   const double* s = stats.data<double>();
-  auto move = [&](const Tensor& running, const double* batch, double scale) {
-    if (!running.defined()) return;
-    Tensor r = contiguous(astype(running, DType::Float64));
-    double* p = r.data<double>();
-    for (int64_t i = 0; i < c; ++i) p[i] = (1 - momentum) * p[i] + momentum * scale * batch[i];
-    copy_(running, r);
-  };
-  move(running_mean, s, 1.0);
-  move(running_var, s + c, double(n) / double(n - 1));  // unbiased, as PyTorch
   T* o = out.data<T>();
   for (int64_t i = 0; i < c; ++i) {
     o[i] = T(s[i]);

@@ -197,8 +197,8 @@ void reduce_typed(ReduceOp op, const Tensor& out, const Tensor& x, const std::ve
 // K the channel's first value (a shift that keeps the second sum small where the mean is large
 // against the spread); then mean = K + s1 / n and var = s2 / n - (s1 / n)^2. Images are read in
 // order, each image's rows of the run one after the other (contiguous), into T lanes over 16
-// vectors at a time, added into double lanes per channel; every channel's sums take the same steps whichever run holds it, so the result does
-// not depend on the thread count.
+// vectors at a time, added into double lanes per channel; every channel's sums take the same
+// steps whichever run holds it, so the result does not depend on the thread count.
 template <class T>
 void channel_stats_run(double* out, const T* x, int64_t N, int64_t C, int64_t S, int64_t cb, int64_t ce) {
   const int64_t nc = ce - cb, vec_end = S / kLanes * kLanes;
