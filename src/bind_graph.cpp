@@ -148,6 +148,7 @@ void bind_graph(py::module_& m) {
   py::class_<engine::TracedProgram>(m, "TracedProgram")
       .def(py::init<Graph, std::vector<int>, bool>(), py::arg("graph"), py::arg("roots"), py::arg("fuse") = true)
       .def("run", &engine::TracedProgram::run, py::arg("inputs"), nogil)
+      .def("profile", &engine::TracedProgram::profile, py::arg("inputs"), nogil)
       .def_property_readonly(
           "plan",
           [](const engine::TracedProgram& p) { return p.fusion() ? p.fusion()->plan : codegen::CompiledPlan{}; })

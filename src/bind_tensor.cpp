@@ -59,6 +59,12 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       .def("numel", &Tensor::numel)
       .def_property_readonly("device", &Tensor::device)
       .def("is_contiguous", &Tensor::is_contiguous)
+      // Promises that the tensor's memory never changes again (an inference model's weights), so
+      // kernels may keep a packed form of it. Internal: nexus.onnx marks its constants.
+      .def("_mark_constant",
+           [](const Tensor& t) {
+             if (t.defined() && t.storage()) t.storage()->mark_constant();
+           })
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); })
       .def_property("requires_grad", &Tensor::requires_grad, &Tensor::set_requires_grad)
       .def_property(

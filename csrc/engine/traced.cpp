@@ -1,5 +1,7 @@
 #include "engine/traced.h"
 
+#include <chrono>
+
 #include "graph/passes/passes.h"
 #include "tensor/tape.h"
 
@@ -24,6 +26,21 @@ std::vector<Tensor> TracedProgram::run(const std::vector<Tensor>& inputs) const 
   }
   if (!executor_) executor_ = std::make_unique<Executor>(g_, fusion_.get());
   return run_on(*executor_, inputs);
+}
+
+std::vector<double> TracedProgram::profile(const std::vector<Tensor>& inputs) const {
+  NX_CHECK(inputs.size() == g_.inputs.size(), "traced program: expected ", g_.inputs.size(), " inputs, got ",
+           inputs.size());
+  Executor ex(g_, fusion_.get());
+  std::vector<double> seconds(g_.nodes().size(), 0.0);
+  auto last = std::chrono::steady_clock::now();
+  ex.after_node = [&](size_t i) {
+    const auto now = std::chrono::steady_clock::now();
+    seconds[i] = std::chrono::duration<double>(now - last).count();
+    last = now;
+  };
+  run_on(ex, inputs);
+  return seconds;
 }
 
 std::vector<Tensor> TracedProgram::run_on(Executor& ex, const std::vector<Tensor>& inputs) const {

@@ -19,6 +19,8 @@ class TracedProgram {
 
   // inputs: one tensor per Input node, in the order of g.inputs; returns the roots' tensors.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  // One run, timed: seconds per node, each op or fused kernel's time at its last node (0 elsewhere).
+  std::vector<double> profile(const std::vector<Tensor>& inputs) const;
 
   const graph::Graph& graph() const { return g_; }
   const GraphKernels* fusion() const { return fusion_.get(); }

@@ -93,7 +93,9 @@ Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t s
   DType cdt = compute_dtype(x.dtype());
   Tensor xc = contiguous(cast(x.detach(), cdt));
   Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt, x.device());
-  Tensor argmax = Tensor::empty(out.shape(), DType::Int64, x.device());
+  // the winners' indices only where a backward may need them
+  const bool grad = autograd::grad_enabled() && x.requires_grad();
+  Tensor argmax = grad ? Tensor::empty(out.shape(), DType::Int64, x.device()) : Tensor();
   kernel::max_pool2d_forward(g, xc, out, argmax);
   return autograd::record("max_pool2d", cast(out, x.dtype()), {x}, grad::max_pool2d(argmax, g));
 }

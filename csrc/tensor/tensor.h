@@ -3,9 +3,12 @@
 // immutable to users; ops return new tensors (views share storage).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -32,11 +35,24 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // A constant storage's contents never change after it is marked (an inference model's weights,
+  // which nothing else holds). Kernels may then keep one form derived from it (weights packed for
+  // their inner loop) beside it, made once instead of on every call.
+  void mark_constant() { constant_.store(true, std::memory_order_release); }
+  bool constant() const { return constant_.load(std::memory_order_acquire); }
+  // The derived form made under `key` (what it is and which part it covers): made by `make` on
+  // first use, or again when a different key asks. Safe from several threads at once.
+  std::shared_ptr<const void> derived(uint64_t key, const std::function<std::shared_ptr<const void>()>& make);
+
  private:
   void* data_;
   size_t nbytes_;
   Device device_;
   std::function<void(void*)> deleter_;
+  std::atomic<bool> constant_{false};
+  std::mutex derived_mu_;
+  uint64_t derived_key_ = 0;
+  std::shared_ptr<const void> derived_;
 };
 
 struct TensorImpl {

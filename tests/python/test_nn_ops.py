@@ -271,6 +271,23 @@ def test_max_pool2d_nan_wins_and_ties_send_the_gradient_to_the_first(stride):
         assert got[0, 0, 0].tolist() == [5.0, 5.0, 2.0]
 
 
+@pytest.mark.parametrize("case", sorted(POOL_CASES) + ["two_by_two_odd"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_max_pool2d_without_grad_gives_the_values_with_grad(case, dtype, rng):
+    # Without grad (inference) no winners' indices are kept and 2x2 stride-2 windows take their
+    # own loop: the same values, NaN and -inf included, as the pass that records the winners.
+    shape, kernel, stride = POOL_CASES.get(case, ((2, 3, 9, 11), 2, 2))
+    x = rng.standard_normal(shape).astype(dtype)
+    flat = x.reshape(-1)
+    flat[rng.choice(flat.size, flat.size // 7, replace=False)] = np.nan
+    flat[rng.choice(flat.size, flat.size // 7, replace=False)] = -np.inf
+    plain = nx.max_pool2d(nx.tensor(x), kernel, stride).numpy()
+    tracked = nx.tensor(x)
+    tracked.requires_grad = True
+    np.testing.assert_array_equal(plain, nx.max_pool2d(tracked, kernel, stride).numpy())
+    np.testing.assert_array_equal(plain, ref.max_pool2d(x, kernel, stride))
+
+
 # --------------------------------------------------------------------------- cross_entropy
 
 @pytest.mark.parametrize("label_dtype", ["int64", "int32"])

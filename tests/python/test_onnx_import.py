@@ -7,6 +7,7 @@ import threading
 import warnings
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 import torch
@@ -171,22 +172,79 @@ def test_tensors_in_tensors_out_and_concurrent_calls(exported):
     out = m.run(nx.from_numpy(x))
     assert isinstance(out, nx.Tensor)
     np.testing.assert_array_equal(out.numpy(), want)
+    results = in_threads(4, lambda: [m.run(x) for _ in range(20)])
+    assert len(results) == 80
+    for r in results:
+        np.testing.assert_array_equal(r, want)
+
+
+def in_threads(n: int, work) -> list:
+    """The lists `work` returns, run in n threads at once, joined; a thread's exception is raised."""
     results, errors = [], []
 
     def worker():
         try:
-            for _ in range(20):
-                results.append(m.run(x))
+            results.extend(work())
         except Exception as e:  # surfaced below
             errors.append(e)
-    threads = [threading.Thread(target=worker) for _ in range(4)]
+    threads = [threading.Thread(target=worker) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors and len(results) == 80
-    for r in results:
-        np.testing.assert_array_equal(r, want)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def test_convolutions_of_packed_constant_weights_match_unpacked_ones(exported):
+    # The importer marks its weights constant: their packed form is made by the first call that
+    # needs it and kept. Calls from several threads at once (racing to pack) and at other batch
+    # sizes (other plans, the same weights) must all give the first calls' results.
+    m = nx.onnx.load(exported["resnet"])
+    rng = np.random.default_rng(8)
+    xs = [rng.standard_normal((b, 3, 32, 32)).astype(np.float32) for b in (1, 2)]
+    first = [m.run(x) for x in xs + xs[:1]]  # batch 1, 2, then 1 again
+    fresh = nx.onnx.load(exported["resnet"])  # nothing packed yet: the threads race to pack
+    results = in_threads(3, lambda: [(i, fresh.run(xs[i])) for i in (0, 1) * 5])
+    assert len(results) == 30
+    for i, r in results:
+        np.testing.assert_array_equal(r, first[i])
+    np.testing.assert_array_equal(first[0], first[2])
+    np.testing.assert_allclose(first[1], ort_run(exported["resnet"], {"x": xs[1]}), atol=1e-4, rtol=1e-4)
+
+
+def test_a_constant_weight_storage_packed_for_several_views():
+    # Two convolutions reading halves of one constant storage: each gets its own weights, on every
+    # call, though the storage keeps one packed form at a time.
+    rng = np.random.default_rng(2)
+    x = nx.from_numpy(rng.standard_normal((1, 8, 12, 12)).astype(np.float32))
+    both = rng.standard_normal((2, 32, 8, 3, 3)).astype(np.float32)
+    want = [nx.conv2d(x, nx.from_numpy(both[i].copy()), padding=1).numpy() for i in (0, 1)]
+    w = nx.from_numpy(both)
+    w._mark_constant()
+    halves = [w[0], w[1]]
+    for _ in range(3):
+        for i in (0, 1):
+            np.testing.assert_array_equal(nx.conv2d(x, halves[i], padding=1).numpy(), want[i])
+
+
+def test_profile_times_each_op_or_kernel(exported):
+    m = nx.onnx.load(exported["lenet"])
+    x = np.random.default_rng(3).standard_normal((2, 1, 28, 28)).astype(np.float32)
+    rows = m.profile(x, runs=3)
+    assert rows == sorted(rows, key=lambda r: -r["ms"]) and all(r["ms"] >= 0 for r in rows)
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0)
+    ops = [r["op"] for r in rows]
+    assert ops.count("conv2d") == 2 and ops.count("avg_pool2d") == 2, ops  # the test LeNet averages
+    assert any(op.startswith("fused ") for op in ops), ops
+    convs = {n.name for n in onnx.load_from_string(exported["lenet"]).graph.node if n.op_type == "Conv"}
+    assert {r["node"] for r in rows if r["op"] == "conv2d"} == convs
+    np.testing.assert_array_equal(m.run(x), m.run(x))  # profiling leaves the model as it was
+    with pytest.raises(ValueError, match="runs must be a positive int"):
+        m.profile(x, runs=0)
+    with pytest.raises(ValueError, match="missing input"):
+        m.profile({})
 
 
 def test_repeated_calls_with_one_array_are_checked_like_the_first(exported):

@@ -6,6 +6,7 @@
 // of images shares one gemm with their columns side by side. Backward reverses it: dcol = w^T *
 // dy scattered back by col2im gives dx, and dw = dy * col^T summed over the batch.
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/conv_common.h"
 
 #include <algorithm>
 #include <cstring>
@@ -23,25 +24,6 @@
 
 namespace nexus::ops::cpu::NX_CPU_VARIANT {
 namespace {
-
-// Sums over windows, rows and the batch are carried in double for both float and double.
-using Acc = double;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// The output positions [lo, hi) along one axis whose input index o*stride - pad + tap lies
-// inside [0, in). Outside that range the tap reads padding.
-struct Range {
-  int64_t lo, hi;
-};
-
-Range valid_range(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t tap) {
-  const int64_t first = pad - tap;     // need o*stride >= first
-  const int64_t end = in + pad - tap;  // need o*stride < end
-  const int64_t lo = std::min(out, first <= 0 ? int64_t{0} : ceil_div(first, stride));
-  const int64_t hi = std::min(out, end <= 0 ? int64_t{0} : ceil_div(end, stride));
-  return {lo, std::max(lo, hi)};
-}
 
 // ---- conv2d helpers -------------------------------------------------------------------------
 
@@ -160,15 +142,6 @@ template <class T> const T* pad_image(const Conv2dGeometry& g, const T* x, T* pa
 // contraction on (CMakeLists.txt), so that is one fused multiply-add, as in a BLAS kernel. R is
 // what the variant's registers hold: kAccRegs[KV] accumulators, KV weights and one broadcast.
 // With 32 registers, one vector of channels takes 16 pixels, not 24 (measured faster, Zen 4).
-#if defined(__AVX512F__)
-constexpr int64_t kVecBytes = 64, kAccRegs[3] = {0, 16, 24};
-#elif defined(__AVX__)
-constexpr int64_t kVecBytes = 32, kAccRegs[3] = {0, 12, 12};
-#elif defined(__aarch64__)
-constexpr int64_t kVecBytes = 16, kAccRegs[3] = {0, 16, 24};
-#else
-constexpr int64_t kVecBytes = 16, kAccRegs[3] = {0, 12, 12};
-#endif
 
 template <class T, int64_t KV> struct DirectConv {
   typedef T V __attribute__((vector_size(kVecBytes)));  // (a `using` would drop the attribute)
@@ -263,23 +236,69 @@ template <class Fn> void for_block_tiles(int64_t kblocks, int64_t taps, int64_t 
   });
 }
 
+// wt[kb][t][v] = w[kb * KB + v][t] (zero beyond k): the direct kernels' weight layout, filled in
+// tiles of 16 taps so that a tile's KB destination rows stay in L1 while each source row is read
+// in order. Plain locals, not captured references: a store through wt may not alias the sizes.
+template <class T> void pack_channel_blocks(const T* w, const int64_t k, const int64_t taps, const int64_t KB, T* wt) {
+  const int64_t kblocks = ceil_div(k, KB);
+  parallel_for(kblocks, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, taps * KB)),
+               [=](int64_t b0, int64_t b1) {
+                 for (int64_t kb = b0; kb < b1; ++kb) {
+                   T* block = wt + kb * taps * KB;
+                   const int64_t kn = std::min(KB, k - kb * KB);
+                   if (kn < KB) std::fill(block, block + taps * KB, T(0));
+                   for (int64_t t0 = 0; t0 < taps; t0 += 16) {
+                     const int64_t t1 = std::min(taps, t0 + 16);
+                     for (int64_t v = 0; v < kn; ++v) {
+                       const T* __restrict src = w + (kb * KB + v) * taps;
+                       T* __restrict dst = block + v;
+                       for (int64_t t = t0; t < t1; ++t) dst[t * KB] = src[t];
+                     }
+                   }
+                 }
+               });
+}
+
+// Weights of a constant storage packed once (Storage::derived), kept beside it.
+template <class T> struct PackedWeights {
+  const T* w;  // the weights packed (where in the storage)
+  int64_t k, taps, kb;
+  std::vector<T> wt;
+};
+
 // The direct forward over the pool: one unit of work is one block of R output pixels of one
 // channel block of one image, units ordered image-major so a thread's run pads each image once
 // and reuses a channel block's weights across its pixels. KV = 1 (one vector of channels) when k
 // fits in it.
-template <class T, int64_t KV>
-void conv2d_forward_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* w, const T* bias, T* y) {
+// The weights are packed on every call, or once for a constant storage (constant_w).
+template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x,
+                                                          const T* w, const T* bias, T* y, Storage* constant_w) {
   using Kernel = DirectConv<T, KV>;
   constexpr int64_t KB = Kernel::KB, R = Kernel::R;
   const int64_t kblocks = ceil_div(g.k, KB), pixel_blocks = ceil_div(s.pixels, R);
-  alloc::Scratch<T> wt(static_cast<size_t>(kblocks * s.taps * KB)), bias_kb(static_cast<size_t>(kblocks * KB));
-  for_block_tiles(kblocks, s.taps, KB, [&](int64_t kb, int64_t t, int64_t v) {
-    const int64_t k = kb * KB + v;
-    wt.data()[(kb * s.taps + t) * KB + v] = k < g.k ? w[k * s.taps + t] : T(0);
-  });
+  std::shared_ptr<const void> kept;
+  const T* packed = nullptr;
+  if (constant_w != nullptr) {
+    const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(w)) * 131 + uint64_t(KB) * 9 + sizeof(T);
+    kept = constant_w->derived(key, [&] {
+      auto p = std::make_shared<PackedWeights<T>>(PackedWeights<T>{w, g.k, s.taps, KB, {}});
+      p->wt.resize(static_cast<size_t>(kblocks * s.taps * KB));
+      pack_channel_blocks(w, g.k, s.taps, KB, p->wt.data());
+      return std::shared_ptr<const void>(std::move(p));
+    });
+    // the key names where and how; the sizes confirm it (else this call packs its own copy)
+    const auto* p = static_cast<const PackedWeights<T>*>(kept.get());
+    if (p->w == w && p->k == g.k && p->taps == s.taps && p->kb == KB) packed = p->wt.data();
+  }
+  alloc::Scratch<T> wt(static_cast<size_t>(packed ? 0 : kblocks * s.taps * KB));
+  alloc::Scratch<T> bias_kb(static_cast<size_t>(kblocks * KB));
+  if (packed == nullptr) {
+    pack_channel_blocks(w, g.k, s.taps, KB, wt.data());
+    packed = wt.data();
+  }
   for (int64_t k = 0; k < kblocks * KB; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
   const Conv2dGeometry gp = unpadded(g);
-  const Kernel kernel{gp, wt.data(), bias_kb.data(), s.taps, s.pixels};
+  const Kernel kernel{gp, packed, bias_kb.data(), s.taps, s.pixels};
   const int64_t per_image = kblocks * pixel_blocks, unit_work = R * s.taps * KB;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(unit_work, 1));
   parallel_for(g.n * per_image, grain, [&](int64_t u0, int64_t u1) {
@@ -353,272 +372,18 @@ template <class T> void move_channels(bool gather, const T* from, int64_t n, int
   });
 }
 
-// The forward of a group with few output channels: tiles of R output rows x one vector of
-// output columns, whose R sums stay in registers across the group's input channels and taps
-// (one load and one fused multiply-add per row of the tile and tap). The input planes are first
-// copied zero-padded and split by the column stride into `stride_w` phases, phase p holding
-// padded columns p, p + stride_w, ...: tap column j then reads phase j % stride_w from column
-// j / stride_w on, a contiguous vector at any stride. Each phase has room for the last tile's
-// full vector at the largest tap offset.
-template <class T> struct PlaneConv {
-  typedef T V __attribute__((vector_size(kVecBytes)));
-  static constexpr int64_t L = kVecBytes / sizeof(T), R = kAccRegs[1] / 2;
-
-  const Conv2dGeometry& g;
-  int64_t rows, phase_w, plane;  // a padded plane's rows, a phase's width, a plane's elements
-  std::vector<int64_t> offsets;  // where tap (i, j) of output (0, 0) reads in a padded plane
-
-  explicit PlaneConv(const Conv2dGeometry& geometry)
-      : g(geometry),
-        rows(geometry.h + 2 * geometry.pad_h),
-        phase_w(ceil_div(geometry.out_w(), L) * L + (geometry.kw - 1) / geometry.stride_w + 1),
-        plane(geometry.stride_w * rows * phase_w) {
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) offsets.push_back((j % g.stride_w * rows + i) * phase_w + j / g.stride_w);
-  }
-
-  // Phase ph's columns [lo, hi) hold the input columns m*sw + ph - pad_w inside [0, w).
-  Range phase_columns(int64_t ph) const {
-    const int64_t sw = g.stride_w, first = g.pad_w - ph;
-    const int64_t lo = std::min(phase_w, first <= 0 ? int64_t{0} : ceil_div(first, sw));
-    return {lo, std::max(lo, std::min(phase_w, ceil_div(g.w + g.pad_w - ph, sw)))};
-  }
-
-  void pad(const T* x, T* out) const {
-    const int64_t sw = g.stride_w;
-    std::fill(out, out + plane, T(0));  // one pass: cheaper than a few elements per row on small planes
-    if (sw == 2) return pad_two_phases(x, out);
-    for (int64_t ph = 0; ph < sw; ++ph) {
-      const Range r = phase_columns(ph);
-      for (int64_t ih = 0; ih < g.h; ++ih) {
-        T* __restrict dst = out + (ph * rows + ih + g.pad_h) * phase_w;
-        const T* __restrict src = x + ih * g.w + ph - g.pad_w;
-        if (sw == 1) std::copy(src + r.lo, src + r.hi, dst + r.lo);
-        else
-          for (int64_t m = r.lo; m < r.hi; ++m) dst[m] = src[m * sw];
-      }
-    }
-  }
-
-  // pad at column stride 2: each input row read once, its pairs split into the two phases by one
-  // loop whose loads the compiler de-interleaves with shuffles (the mirror of unpad's).
-  void pad_two_phases(const T* x, T* out) const {
-    const Range r0 = phase_columns(0), r1 = phase_columns(1);
-    const int64_t lo = std::max(r0.lo, r1.lo), hi = std::min(r0.hi, r1.hi);
-    for (int64_t ih = 0; ih < g.h; ++ih) {
-      const T* row = x + ih * g.w - g.pad_w;  // phase ph's column m is row[2 * m + ph]
-      T* __restrict even = out + (ih + g.pad_h) * phase_w;
-      T* __restrict odd = even + rows * phase_w;
-      for (int64_t m = r0.lo; m < std::min(lo, r0.hi); ++m) even[m] = row[2 * m];
-      for (int64_t m = r1.lo; m < std::min(lo, r1.hi); ++m) odd[m] = row[2 * m + 1];
-      const T* __restrict in = row;
-      for (int64_t m = lo; m < hi; ++m) {
-        even[m] = in[2 * m];
-        odd[m] = in[2 * m + 1];
-      }
-      for (int64_t m = std::max(hi, r0.lo); m < r0.hi; ++m) even[m] = row[2 * m];
-      for (int64_t m = std::max(hi, r1.lo); m < r1.hi; ++m) odd[m] = row[2 * m + 1];
-    }
-  }
-
-  // Output rows [oh0, oh0 + RN), columns [ow0, ow0 + L) (cut at the plane's width) of one output
-  // channel: bias + the sum over `cg` padded input planes (`in`, `plane` apart) and their taps w.
-  // KH > 0 (stride_h 1 only): the kernel's height at compile time, so that each input row vector
-  // is loaded once for the KH output rows that read it (RN + KH - 1 loads per kernel column, not
-  // RN * KH), its KH weights held in registers.
-  template <int64_t RN, int64_t KH>
-  void tile(const T* in, int64_t cg, const T* w, T bias, int64_t oh0, int64_t ow0, T* y) const {
-    V acc[RN];
-#pragma GCC unroll 16
-    for (int64_t r = 0; r < RN; ++r) acc[r] = V{} + bias;
-    const int64_t row_step = g.stride_h * phase_w, area = g.kh * g.kw;
-    in += oh0 * row_step + ow0;
-    for (int64_t ci = 0; ci < cg; ++ci, in += plane, w += area) {
-      if constexpr (KH > 0) {
-        for (int64_t j = 0; j < g.kw; ++j) {
-          T wv[KH];
-          for (int64_t i = 0; i < KH; ++i) wv[i] = w[i * g.kw + j];
-          const T* src = in + offsets[size_t(j)];
-#pragma GCC unroll 24
-          for (int64_t s = 0; s < RN + KH - 1; ++s) {
-            const V xv = DirectConv<T, 1>::load(src + s * phase_w);
-#pragma GCC unroll 8
-            for (int64_t i = 0; i < KH; ++i)
-              if (s - i >= 0 && s - i < RN) acc[s - i] += xv * wv[i];
-          }
-        }
-      } else {
-        for (int64_t t = 0; t < area; ++t) {
-          const T wv = w[t];
-          const T* src = in + offsets[size_t(t)];
-#pragma GCC unroll 16
-          for (int64_t r = 0; r < RN; ++r) acc[r] += DirectConv<T, 1>::load(src + r * row_step) * wv;
-        }
-      }
-    }
-    const int64_t ow_n = g.out_w(), n = std::min(L, ow_n - ow0);
-    for (int64_t r = 0; r < RN; ++r) {
-      T* dst = y + (oh0 + r) * ow_n + ow0;
-      if (n == L) std::memcpy(dst, &acc[r], sizeof(V));
-      else
-        for (int64_t l = 0; l < n; ++l) dst[l] = acc[r][l];
-    }
-  }
-
-  template <int64_t RN, int64_t KH>
-  void rows_tail(const T* in, int64_t cg, const T* w, T bias, int64_t oh0, int64_t n, int64_t ow0, T* y) const {
-    if constexpr (RN > 0) {
-      if (n == RN) return tile<RN, KH>(in, cg, w, bias, oh0, ow0, y);
-      rows_tail<RN - 1, KH>(in, cg, w, bias, oh0, n, ow0, y);
-    }
-  }
-
-  template <int64_t KH> void output_plane(const T* in, int64_t cg, const T* w, T bias, T* y) const {
-    const int64_t oh_n = g.out_h();
-    for (int64_t ow0 = 0; ow0 < g.out_w(); ow0 += L) {
-      int64_t oh0 = 0;
-      for (; oh0 + R <= oh_n; oh0 += R) tile<R, KH>(in, cg, w, bias, oh0, ow0, y);
-      rows_tail<R - 1, KH>(in, cg, w, bias, oh0, oh_n - oh0, ow0, y);
-    }
-  }
-
-  // One output plane from the group's padded input planes and its weights (cg x kh x kw).
-  void output_plane(const T* in, int64_t cg, const T* w, T bias, T* y) const {
-    if (g.stride_h == 1 && g.kh == 3) return output_plane<3>(in, cg, w, bias, y);
-    if (g.stride_h == 1 && g.kh == 5) return output_plane<5>(in, cg, w, bias, y);
-    if (g.stride_h == 1 && g.kh == 7) return output_plane<7>(in, cg, w, bias, y);
-    output_plane<0>(in, cg, w, bias, y);
-  }
-
-  // The backward reads dy planes copied to rows of whole vectors (zeros past the plane's width).
-  int64_t grad_w() const { return ceil_div(g.out_w(), L) * L; }
-
-  void pad_grad(const T* dy, T* out) const {
-    const int64_t ow_n = g.out_w(), gw = grad_w();
-    for (int64_t oh = 0; oh < g.out_h(); ++oh) {
-      std::copy(dy + oh * ow_n, dy + (oh + 1) * ow_n, out + oh * gw);
-      std::fill(out + oh * gw + ow_n, out + (oh + 1) * gw, T(0));
-    }
-  }
-
-  // The inverse of pad: input plane x from its padded phases (padding dropped).
-  void unpad(const T* in, T* x) const {
-    const int64_t sw = g.stride_w;
-    for (int64_t ih = 0; ih < g.h; ++ih) {
-      T* row = x + ih * g.w - g.pad_w;
-      if (sw == 2) {  // both phases in one loop, whose interleaved stores vectorise
-        const T* __restrict even = in + (ih + g.pad_h) * phase_w;
-        const T* __restrict odd = even + rows * phase_w;
-        const Range r0 = phase_columns(0), r1 = phase_columns(1);
-        const int64_t lo = std::max(r0.lo, r1.lo), hi = std::min(r0.hi, r1.hi);
-        for (int64_t m = r0.lo; m < std::min(lo, r0.hi); ++m) row[2 * m] = even[m];
-        for (int64_t m = r1.lo; m < std::min(lo, r1.hi); ++m) row[2 * m + 1] = odd[m];
-        T* __restrict out = row;
-        for (int64_t m = lo; m < hi; ++m) {
-          out[2 * m] = even[m];
-          out[2 * m + 1] = odd[m];
-        }
-        for (int64_t m = std::max(hi, r0.lo); m < r0.hi; ++m) row[2 * m] = even[m];
-        for (int64_t m = std::max(hi, r1.lo); m < r1.hi; ++m) row[2 * m + 1] = odd[m];
-        continue;
-      }
-      for (int64_t ph = 0; ph < sw; ++ph) {
-        const Range r = phase_columns(ph);
-        const T* src = in + (ph * rows + ih + g.pad_h) * phase_w;
-        for (int64_t m = r.lo; m < r.hi; ++m) row[m * sw + ph] = src[m];
-      }
-    }
-  }
-
-  // Padded phases `in` += w[t] * dy (a padded grad plane) at each tap t's positions: the
-  // adjoint of the forward's reads. Tap by tap, so that no two updates of one vector are close.
-  void add_input_grad(const T* dy, const T* w, T* in) const {
-    const int64_t row_step = g.stride_h * phase_w, gw = grad_w();
-    for (int64_t t = 0; t < g.kh * g.kw; ++t) {
-      const T wv = w[t];
-      T* base = in + offsets[size_t(t)];
-      for (int64_t oh = 0; oh < g.out_h(); ++oh)
-        for (int64_t ow0 = 0; ow0 < gw; ow0 += L) {
-          T* at = base + oh * row_step + ow0;
-          const V sum = DirectConv<T, 1>::load(at) + DirectConv<T, 1>::load(dy + oh * gw + ow0) * wv;
-          std::memcpy(at, &sum, sizeof(V));
-        }
-    }
-  }
-
-  // sums[t0 + t] += the per-lane sums over pixels of dy * the input tap t0 + t reads, for TN
-  // taps whose vector sums stay in registers while each dy vector is loaded once.
-  template <int64_t TN> void weight_taps(const T* in, const T* dy, int64_t t0, V* sums) const {
-    V acc[TN] = {};
-    const int64_t row_step = g.stride_h * phase_w, gw = grad_w();
-    const T* src[TN];
-    for (int64_t t = 0; t < TN; ++t) src[t] = in + offsets[size_t(t0 + t)];
-    for (int64_t oh = 0; oh < g.out_h(); ++oh)
-      for (int64_t ow0 = 0; ow0 < gw; ow0 += L) {
-        const V dv = DirectConv<T, 1>::load(dy + oh * gw + ow0);
-        const int64_t at = oh * row_step + ow0;
-#pragma GCC unroll 16
-        for (int64_t t = 0; t < TN; ++t) acc[t] += DirectConv<T, 1>::load(src[t] + at) * dv;
-      }
-    for (int64_t t = 0; t < TN; ++t) sums[t0 + t] += acc[t];
-  }
-
-  template <int64_t TN> void weight_tail(const T* in, const T* dy, int64_t t0, int64_t n, V* sums) const {
-    if constexpr (TN > 0) {
-      if (n == TN) return weight_taps<TN>(in, dy, t0, sums);
-      weight_tail<TN - 1>(in, dy, t0, n, sums);
-    }
-  }
-
-  // sums[t] += the per-lane weight gradient of every tap from one padded input plane and padded
-  // dy plane (the lanes are added once, at the end: per image they cost as much as the taps).
-  void add_weight_grad(const T* in, const T* dy, V* sums) const {
-    constexpr int64_t TB = 9;  // a 3x3 kernel's taps
-    const int64_t area = g.kh * g.kw;
-    int64_t t0 = 0;
-    for (; t0 + TB <= area; t0 += TB) weight_taps<TB>(in, dy, t0, sums);
-    weight_tail<TB - 1>(in, dy, t0, area - t0, sums);
-  }
-};
-
-// Units of about kElementwiseGrain multiply-adds each, for parallel_for over planes that each
-// sum `channels` planes over every tap.
-int64_t plane_grain(const Conv2dGeometry& g, int64_t channels) {
-  const int64_t work = std::max<int64_t>(1, g.out_h() * g.out_w() * channels * g.kh * g.kw);
-  return std::max<int64_t>(1, kElementwiseGrain / work);
-}
-
 }  // namespace
 
 // ---- conv2d -------------------------------------------------------------------------------------
 
 // Groups are independent forward, so they run in parallel, each task with its own scratch (the
 // gemms inside then run inline). A single group (one huge image) keeps the pool for its gemm.
-template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
+template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y,
+                                       Storage* constant_w = nullptr);
 
 template <class T> void conv2d_forward_grouped(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const int64_t pixels = g.out_h() * g.out_w();
-  if (plane_kernels(g)) {
-    // One unit: one output plane (b, k). A thread pads a group's input planes once for the run
-    // of its units that read them (all kg outputs of the group, unless the run ends there).
-    const PlaneConv<T> conv(g);
-    const int64_t cg = g.c_per_group(), kg = g.k_per_group();
-    parallel_for(g.n * g.k, plane_grain(g, g.c_per_group()), [&](int64_t u0, int64_t u1) {
-      alloc::Scratch<T> planes(static_cast<size_t>(cg * conv.plane));
-      int64_t padded = -1;  // the (image, group) whose planes are in `planes`
-      for (int64_t u = u0; u < u1; ++u) {
-        const int64_t k = u % g.k, group = u / kg;  // group = b * groups + k / kg
-        if (group != padded) {
-          for (int64_t ci = 0; ci < cg; ++ci)
-            conv.pad(x + (group * cg + ci) * g.h * g.w, planes.data() + ci * conv.plane);
-          padded = group;
-        }
-        conv.output_plane(planes.data(), cg, w + k * cg * g.kh * g.kw, bias != nullptr ? bias[k] : T(0),
-                          y + u * pixels);
-      }
-    });
-    return;
-  }
+  if (plane_kernels(g)) return conv2d_forward_planes(g, x, w, bias, y);
   const Conv2dGeometry s = one_group(g);
   alloc::Scratch<T> xg(static_cast<size_t>(g.n * s.c * g.h * g.w)), yg(static_cast<size_t>(g.n * s.k * pixels));
   for (int64_t q = 0; q < g.groups; ++q) {
@@ -629,12 +394,14 @@ template <class T> void conv2d_forward_grouped(const Conv2dGeometry& g, const T*
   }
 }
 
-template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+// constant_w: the storage of w when it is constant (its packed form is then kept beside it).
+template <class T>
+void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Storage* constant_w) {
   if (g.groups > 1 || plane_kernels(g)) return conv2d_forward_grouped(g, x, w, bias, y);
   const ConvSizes s = conv_sizes(g);
   if (direct_forward(g, s)) {
-    if (one_vector<T>(g.k)) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y);
-    return conv2d_forward_direct<T, 2>(g, s, x, w, bias, y);
+    if (one_vector<T>(g.k)) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y, constant_w);
+    return conv2d_forward_direct<T, 2>(g, s, x, w, bias, y, constant_w);
   }
   if (s.taps == g.c && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0) {
     // pointwise: each image's (c, pixels) is its own im2col, y = w x per image, no copies
@@ -791,52 +558,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
 template <class T>
 void conv2d_backward_grouped(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias) {
   const int64_t pixels = g.out_h() * g.out_w();
-  if (plane_kernels(g)) {
-    const PlaneConv<T> conv(g);
-    const int64_t cg = g.c_per_group(), kg = g.k_per_group(), area = g.kh * g.kw;
-    const int64_t grad_plane = g.out_h() * conv.grad_w();
-    if (dx != nullptr)  // one unit: one input channel of one image
-      parallel_for(g.n * g.c, plane_grain(g, g.k_per_group()), [&](int64_t u0, int64_t u1) {
-        alloc::Scratch<T> in(static_cast<size_t>(conv.plane)), grad(static_cast<size_t>(grad_plane));
-        for (int64_t u = u0; u < u1; ++u) {
-          const int64_t b = u / g.c, c = u % g.c, q = c / cg;
-          std::fill(in.data(), in.data() + conv.plane, T(0));
-          for (int64_t k = q * kg; k < (q + 1) * kg; ++k) {
-            conv.pad_grad(dy + (b * g.k + k) * pixels, grad.data());
-            conv.add_input_grad(grad.data(), w + (k * cg + c % cg) * area, in.data());
-          }
-          conv.unpad(in.data(), dx + u * g.h * g.w);
-        }
-      });
-    if (dw != nullptr || dbias != nullptr)  // one unit: one output channel over the whole batch, in order
-      parallel_for(g.k, 1, [&](int64_t k0, int64_t k1) {
-        using V = typename PlaneConv<T>::V;
-        alloc::Scratch<T> in(static_cast<size_t>(conv.plane)), grad(static_cast<size_t>(grad_plane));
-        std::vector<V> sums(static_cast<size_t>(cg * area));
-        for (int64_t k = k0; k < k1; ++k) {
-          std::fill(sums.begin(), sums.end(), V{});
-          Acc bias_sum = 0;
-          for (int64_t b = 0; b < g.n; ++b) {
-            const T* dyk = dy + (b * g.k + k) * pixels;
-            if (dbias != nullptr) bias_sum = std::accumulate(dyk, dyk + pixels, bias_sum);
-            if (dw == nullptr) continue;
-            conv.pad_grad(dyk, grad.data());
-            for (int64_t ci = 0; ci < cg; ++ci) {
-              conv.pad(x + (b * g.c + k / kg * cg + ci) * g.h * g.w, in.data());
-              conv.add_weight_grad(in.data(), grad.data(), sums.data() + ci * area);
-            }
-          }
-          if (dbias != nullptr) dbias[k] = static_cast<T>(bias_sum);
-          if (dw != nullptr)
-            for (int64_t t = 0; t < cg * area; ++t) {
-              Acc sum = 0;
-              for (int64_t l = 0; l < PlaneConv<T>::L; ++l) sum += sums[size_t(t)][l];
-              dw[k * cg * area + t] = static_cast<T>(sum);
-            }
-        }
-      });
-    return;
-  }
+  if (plane_kernels(g)) return conv2d_backward_planes(g, x, w, dy, dx, dw, dbias);
   const Conv2dGeometry s = one_group(g);
   const int64_t w_group = s.k * s.c * g.kh * g.kw;
   alloc::Scratch<T> xg(static_cast<size_t>(g.n * s.c * g.h * g.w)), dyg(static_cast<size_t>(g.n * s.k * pixels));
@@ -984,7 +706,8 @@ void add_conv(Kernels& k) {
                         const Tensor& y) {
     dispatch_float(y.dtype(), "conv2d", [&](auto t) {
       using T = decltype(t);
-      conv2d_forward<T>(g, x.data<T>(), w.data<T>(), data_or_null<T>(bias), y.data<T>());
+      conv2d_forward<T>(g, x.data<T>(), w.data<T>(), data_or_null<T>(bias), y.data<T>(),
+                        w.storage()->constant() ? w.storage().get() : nullptr);
     });
   };
   k.conv2d_backward = [](const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,

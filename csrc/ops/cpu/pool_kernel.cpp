@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "base/thread_pool.h"
 
@@ -35,6 +36,9 @@ template <class Fn> void for_each_plane(const Pool2dGeometry& g, const Fn& fn) {
   });
 }
 
+// The running max with a new value: NaN takes over (as in window_max).
+template <class T> T take_max(T best, T v) { return (v > best) | (v != v) ? v : best; }
+
 // Max and its flat index over one window. Like PyTorch, a NaN always takes over, so any NaN in
 // the window makes the output NaN. pad <= kernel/2 guarantees the window is not empty.
 template <class T> void window_max(const T* plane, int64_t width, const Window& win, T* out, int64_t* out_idx) {
@@ -63,15 +67,28 @@ template <class T> void max_pool2d_forward(const Pool2dGeometry& g, const T* x, 
     const T* plane = x + p * g.h * g.w;
     T* out = y + p * oh_n * ow_n;
     int64_t* idx = argmax != nullptr ? argmax + p * oh_n * ow_n : nullptr;
-    if (g.pad == 0 && idx != nullptr) {
+    if (g.pad == 0 && idx == nullptr && g.kh == 2 && g.kw == 2 && g.stride_h == 2 && g.stride_w == 2) {
+      // 2x2 windows at stride 2, values only (inference): two input rows per output row, in the
+      // taps' order, branch-free so the compiler vectorises it (de-interleaving the pairs).
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        const T* __restrict r0 = plane + 2 * oh * g.w;
+        const T* __restrict r1 = r0 + g.w;
+        T* __restrict o = out + oh * ow_n;
+        for (int64_t ow = 0; ow < ow_n; ++ow)
+          o[ow] = take_max(take_max(take_max(r0[2 * ow], r0[2 * ow + 1]), r1[2 * ow]), r1[2 * ow + 1]);
+      }
+      return;
+    }
+    if (g.pad == 0) {
       // Unpadded (every window inside): taps outermost, output columns innermost and
       // branch-free, so a row of windows advances together instead of one window at a time
       // mispredicting on random data. Same winner as window_max: the first maximum, or the
       // last NaN.
       const int64_t sw = g.stride_w, n = ow_n;
+      std::vector<int64_t> own(idx != nullptr ? 0 : size_t(n));  // a row's winners, when not kept
       for (int64_t oh = 0; oh < oh_n; ++oh) {
         T* __restrict best = out + oh * ow_n;
-        int64_t* __restrict at = idx + oh * ow_n;
+        int64_t* __restrict at = idx != nullptr ? idx + oh * ow_n : own.data();
         for (int64_t ow = 0; ow < n; ++ow) {
           best[ow] = -std::numeric_limits<T>::infinity();
           at[ow] = oh * g.stride_h * g.w + ow * sw;
