@@ -4,6 +4,7 @@
 #include "base/thread_pool.h"
 #include "device/backend.h"
 #include "ops/blas.h"
+#include "ops/cpu/kernels.h"
 #include "ops/cpu/loops.h"
 #include "ops/derivatives.h"
 #include "ops/dispatch.h"
@@ -111,7 +112,11 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   Tensor ac = cpu::broadcast_view(cast(a.detach(), kdt), sa);
   Tensor bc = cpu::broadcast_view(cast(b.detach(), kdt), sb);
   Tensor out = Tensor::empty(so, kdt, dev);
-  if (dev.is_cpu()) {
+  if (dev.is_cpu() && kdt == DType::Float32 && batch.empty() && bc.storage()->constant() && out.numel() > 0 && ka > 0) {
+    // b is an inference model's weights: its packed form is kept, no BLAS packing per call
+    if (ac.strides()[1] != 1) ac = contiguous(ac);
+    cpu::kernels().matmul_constant(out, ac, bc);
+  } else if (dev.is_cpu()) {
     dispatch_compute(cdt, "matmul", [&](auto t) { gemm_batched<decltype(t)>(out, ac, bc); });
   } else if (!is_floating(cdt)) {  // cuBLAS multiplies floats: integers go through the host
     out = to_device(matmul_nd(to_device(a.detach(), Device::cpu()), to_device(b.detach(), Device::cpu())), dev);

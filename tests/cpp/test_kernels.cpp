@@ -836,6 +836,38 @@ TEST(matmul_matches_the_scalar_product_float64) {
     for (bool tb : {false, true}) check_matmul<double>({1, 5, 66}, ta, tb);
 }
 
+// A constant right-hand side (an inference model's weights) takes the packed kernel: each sum
+// runs over k in order whatever the split, so a row's bits do not depend on the rows beside it,
+// and two views of one constant storage each get their own packing.
+TEST(matmul_with_a_constant_operand_matches_the_scalar_product_row_by_row) {
+  Threads threads(2);
+  std::mt19937 rng(33);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (int64_t m : {1, 2, 3, 5, 8, 9, 17})
+    for (int64_t n : {1, 15, 16, 17, 33, 64, 70, 130})
+      for (int64_t k : {1, 7, 300})
+        for (bool tb : {false, true}) {
+          std::vector<float> av(size_t(m * k)), bv(size_t(2 * k * n));
+          for (float& e : av) e = uniform(rng);
+          for (float& e : bv) e = uniform(rng);
+          Tensor both = tb ? tensor<float>({2, n, k}, bv) : tensor<float>({2, k, n}, bv);
+          both.storage()->mark_constant();
+          for (int64_t half : {0, 1, 0}) {
+            Tensor b = ops::select(both, 0, half);
+            if (tb) b = ops::transpose(b, 0, 1);
+            Tensor a = tensor<float>({m, k}, av);
+            std::vector<float> want = product(av, elements<float>(b), 1, false, false, m, n, k);
+            std::vector<float> got = elements<float>(ops::matmul(a, b));
+            int64_t wrong = 0;
+            for (size_t i = 0; i < want.size(); ++i) wrong += !(std::abs(got[i] - want[i]) <= 2e-6f * float(1 + k));
+            CHECK_MSG(wrong == 0, wrong << " wrong for m=" << m << " n=" << n << " k=" << k << " tb=" << tb);
+            std::vector<float> last(av.end() - k, av.end());  // the last row alone: the same bits
+            std::vector<float> alone = elements<float>(ops::matmul(tensor<float>({1, k}, last), b));
+            CHECK_MSG(std::equal(alone.begin(), alone.end(), got.end() - n), "row bits for m=" << m << " n=" << n);
+          }
+        }
+}
+
 TEST(batched_matmul_broadcasts_batches_and_promotes_vectors) {
   std::mt19937 rng(32);
   std::uniform_real_distribution<float> uniform(-1, 1);

@@ -47,6 +47,9 @@ struct Kernels {
   void (*xent_forward)(const Tensor& x, const Tensor& labels, const Tensor& nll, const Tensor& stats);
   void (*xent_backward)(const Tensor& x, const Tensor& labels, const Tensor& stats, const Tensor& g, bool per_row,
                         const Tensor& dx);
+  // ---- float32 y (m, n) = a (m, k) b (k, n) for a constant b (gemm_kernel.cpp): a and y with
+  // contiguous rows, b any strides, its storage marked constant (its packed form is kept there)
+  void (*matmul_constant)(const Tensor& y, const Tensor& a, const Tensor& b);
   // ---- optimizer updates over parameter segments (optim_kernel.cpp)
   void (*sgd)(const std::vector<OptimSegment>& segs, const SgdCoeffs& c);
   void (*adam)(const std::vector<OptimSegment>& segs, const AdamCoeffs& c);
@@ -74,6 +77,7 @@ void add_conv(Kernels& k);
 void add_pool(Kernels& k);
 void add_xent(Kernels& k);
 void add_optim(Kernels& k);
+void add_gemm(Kernels& k);
 }  // namespace NX_CPU_VARIANT
 #endif
 

@@ -12,6 +12,7 @@ const Kernels& kernels_for(VariantTag<CpuVariant::NX_CPU_VARIANT>) {
     NX_CPU_VARIANT::add_pool(k);
     NX_CPU_VARIANT::add_xent(k);
     NX_CPU_VARIANT::add_optim(k);
+    NX_CPU_VARIANT::add_gemm(k);
     return k;
   }();
   return table;
