@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -16,17 +17,18 @@
 namespace nexus::alloc {
 namespace {
 
-constexpr size_t kSmall = size_t(32) << 10;  // below: plain aligned_alloc, never cached
+constexpr size_t kMinClass = 64;  // the smallest size class (one cache line)
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kHugeThreshold = size_t(4) << 20;  // from here: 2 MiB aligned, MADV_HUGEPAGE
 
-// Four classes per power of two (at most 25% slack): 32K, 40K, 48K, 56K, 64K, 80K, ...
+// Four classes per power of two (at most 25% slack) from 256 bytes: 64, 128, 192, 256, 320, 384,
+// 448, 512, 640, ..., 32K, 40K, 48K, ...
 size_t size_class(size_t n) {
   if (n > SIZE_MAX / 2) throw std::bad_alloc();  // more than the address space; rounding up would wrap
-  size_t p = kSmall;
+  size_t p = kMinClass;
   while (p <= n / 2) p *= 2;
-  size_t step = p / 4;
-  return (n + step - 1) / step * step;
+  size_t step = std::max(kMinClass, p / 4);
+  return (std::max<size_t>(n, 1) + step - 1) / step * step;
 }
 
 size_t cache_limit() { return size_t(knob_int("NEXUS_ALLOC_CACHE_MB").value_or(0)) << 20; }
@@ -43,7 +45,6 @@ void* system_alloc(size_t capacity) {
 class Cache {
  public:
   Block take(size_t nbytes) {
-    if (nbytes < kSmall) return {system_alloc(std::max<size_t>(nbytes, 1)), nbytes};
     size_t cls = size_class(nbytes);
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -64,7 +65,7 @@ class Cache {
   }
 
   void give(Block b) {
-    if (b.capacity >= kSmall) {
+    {
       std::lock_guard<std::mutex> lock(mutex_);
       if (cached_ + b.capacity <= limit_) {
         free_[b.capacity].push_back(b.data);

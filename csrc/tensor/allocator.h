@@ -3,9 +3,10 @@
 // A training step allocates the same activation and gradient sizes every step. Fresh blocks of
 // 32 KiB and more come from mmap, and their first touch costs a page fault per 4 KiB: measured
 // in the 784-256-10 MLP step, that zero-filling was a sizeable share of the time outside the
-// GEMMs. Freed large blocks are therefore kept, per size class, and handed out again; the cache
-// is bounded (NEXUS_ALLOC_CACHE_MB; 0 turns it off) and small blocks go straight to malloc,
-// whose own free lists already reuse them.
+// GEMMs. Freed blocks are therefore kept, per size class, and handed out again; the cache is
+// bounded (NEXUS_ALLOC_CACHE_MB; 0 turns it off). Small blocks too: an inference call at batch 1
+// allocates dozens of a few KiB, and 64-byte aligned ones bypass malloc's fast per-thread lists
+// (measured: a tenth of LeNet's batch-1 latency in malloc and free).
 #pragma once
 
 #include <cstddef>
@@ -22,8 +23,7 @@ struct Block {
 Block allocate(size_t nbytes);
 void release(Block b);
 
-// What the cache did since the process started (only cacheable blocks, of 32 KiB and more, count:
-// smaller ones go straight to malloc).
+// What the cache did since the process started.
 struct Stats {
   size_t hits = 0;           // allocations served by a cached block
   size_t misses = 0;         // allocations that went to the system

@@ -57,14 +57,22 @@ TEST(allocations_are_aligned_and_hold_what_was_asked) {
   }
 }
 
-TEST(small_blocks_bypass_the_cache) {
-  alloc::empty_cache();
-  alloc::Stats before = alloc::stats();
-  alloc::release(alloc::allocate(32 * kKiB - 1));
-  Delta d = since(before);
-  CHECK_EQ(d.hits, 0u);
-  CHECK_EQ(d.misses, 0u);
-  CHECK_EQ(alloc::stats().cached_bytes, 0u);
+TEST(small_blocks_have_size_classes_of_their_own) {
+  // 64-byte steps up to 256 bytes, then four classes per power of two, as for large blocks
+  const std::pair<size_t, size_t> classes[] = {
+      {0, 64},    {1, 64},    {64, 64},     {65, 128},    {200, 256},
+      {300, 320}, {600, 640}, {4000, 4096}, {5000, 5120}, {32 * kKiB - 1, 32 * kKiB}};
+  for (auto [n, cls] : classes) {
+    alloc::empty_cache();
+    alloc::Stats before = alloc::stats();
+    alloc::Block b = alloc::allocate(n);
+    CHECK_MSG(b.capacity == cls, n << " bytes: class " << b.capacity << ", expected " << cls);
+    alloc::release(b);
+    alloc::Block again = alloc::allocate(n);  // the block just freed
+    CHECK_EQ(again.data, b.data);
+    CHECK_EQ(since(before).hits, 1u);
+    alloc::release(again);
+  }
 }
 
 TEST(a_freed_block_is_reused_by_its_size_class) {

@@ -12,7 +12,8 @@ import pytest
 import nexus as nx
 from nexus import _C
 
-# Below, at and above the cached range (32 KiB) and the huge-page alignment (4 MiB).
+# Small and large blocks (malloc serves fresh ones from mmap from 128 KiB), and past the huge-page
+# alignment (4 MiB).
 SIZES = [100, 8192, 10_000, 1 << 20, 1_500_000]
 
 
@@ -27,7 +28,7 @@ def test_reused_blocks_start_clean(n):
         assert float(o.sum().item()) == n
 
 
-N = 100_000  # float32: 400 KB, well inside the cached range
+N = 100_000  # float32: 400 KB
 
 
 @pytest.fixture
@@ -71,12 +72,15 @@ def test_a_block_of_another_size_class_is_not_reused(empty_cache, n):
     del y
 
 
-def test_small_blocks_bypass_the_cache(empty_cache):
-    before = _C.alloc_stats()
-    x = nx.zeros(1000)  # 4 KB: below the cached range, plain malloc
+def test_small_blocks_are_reused_too(empty_cache):
+    x = nx.zeros(1000)  # 4 KB, in a class of its own
     del x
-    assert delta(before) == {"hits": 0, "misses": 0}
+    assert _C.alloc_stats()["cached_bytes"] == 4096
+    before = _C.alloc_stats()
+    y = nx.zeros(1000)
+    assert delta(before) == {"hits": 1, "misses": 0}
     assert _C.alloc_stats()["cached_bytes"] == 0
+    del y
 
 
 def test_live_tensors_never_share_a_block():

@@ -164,7 +164,10 @@ template <class T, int64_t KV> struct DirectConv {
   template <int64_t RN, int64_t KW> void block(const T* x, int64_t kb, int64_t p0, T* y) const {
     int64_t at[RN];  // where pixel p0 + r's window starts in x
     const int64_t ow_n = g.out_w();
-    for (int64_t r = 0; r < RN; ++r) at[r] = (p0 + r) / ow_n * g.stride_h * g.w + (p0 + r) % ow_n * g.stride_w;
+    for (int64_t r = 0, oh = p0 / ow_n, ow = p0 % ow_n; r < RN; ++r) {  // one division, not RN
+      at[r] = oh * g.stride_h * g.w + ow * g.stride_w;
+      if (++ow == ow_n) ow = 0, ++oh;
+    }
     V acc[RN][KV];
     for (int64_t v = 0; v < KV; ++v) {
       const V b = load(bias + kb * KB + v * kLanes);
