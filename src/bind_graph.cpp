@@ -146,7 +146,8 @@ void bind_graph(py::module_& m) {
 
   auto nogil = py::call_guard<py::gil_scoped_release>();
   py::class_<engine::TracedProgram>(m, "TracedProgram")
-      .def(py::init<Graph, std::vector<int>, bool>(), py::arg("graph"), py::arg("roots"), py::arg("fuse") = true)
+      .def(py::init<Graph, std::vector<int>, bool, bool>(), py::arg("graph"), py::arg("roots"), py::arg("fuse") = true,
+           py::arg("epilogues") = false)
       .def("run", &engine::TracedProgram::run, py::arg("inputs"), nogil)
       .def("profile", &engine::TracedProgram::profile, py::arg("inputs"), nogil)
       .def_property_readonly(

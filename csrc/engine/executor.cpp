@@ -47,7 +47,11 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
       if (!shape.empty() && shape[0] == kBatch) shape[0] = in[0].shape()[0];
       return ops::reshape(in[0], shape);
     }
-    case OpKind::Conv2d: return ops::conv2d(in[0], in[1], opt(in, 2), I[0], I[1], I[2], I[3], I[4]);
+    case OpKind::Conv2d:  // ints[5], when there: an epilogue folded in (graph::fold_conv_epilogues)
+      if (I.size() > 5)
+        return ops::conv2d_epilogue(in[0], in[1], opt(in, 2), I[0], I[1], I[2], I[3], I[4], opt(in, 3),
+                                    (I[5] & graph::kEpilogueRelu) != 0);
+      return ops::conv2d(in[0], in[1], opt(in, 2), I[0], I[1], I[2], I[3], I[4]);
     case OpKind::MaxPool2d: return ops::max_pool2d(in[0], I[0], I[1], I[2], I[3]);
     case OpKind::AvgPool2d: return ops::avg_pool2d(in[0], I[0], I[1], I[2], I[3]);
     // Dropout, BatchNorm and BatchNormStats follow the pass's mode unless the node fixes it (ints[0], nx.jit).

@@ -65,20 +65,57 @@ Conv2dGeometry conv2d_geometry(const Shape& x, const Shape& w, int64_t stride_h,
   return g;
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
-              int64_t pad_w, int64_t groups) {
+namespace {
+// conv2d's operands checked and staged for the kernels: contiguous, in the compute dtype.
+struct ConvCall {
+  Conv2dGeometry g;
+  DType dt, cdt;
+  Device dev;
+  Tensor x, w, bias;
+};
+
+ConvCall conv_call(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w,
+                   int64_t pad_h, int64_t pad_w, int64_t groups, const Tensor& residual = Tensor()) {
   check_nchw(x, "conv2d");
-  const Device dev = common_device("conv2d", {x, w, bias});
+  const Device dev = common_device("conv2d", {x, w, bias, residual});
   const Conv2dGeometry g = conv2d_geometry(x.shape(), w.shape(), stride_h, stride_w, pad_h, pad_w, groups);
   NX_CHECK(!bias.defined() || bias.shape() == Shape{w.shape()[0]}, "conv2d: bias of shape ",
            shape_str(bias.defined() ? bias.shape() : Shape{}), " must have shape (", w.shape()[0], ",)");
-  DType dt = promote_types(x.dtype(), w.dtype());
-  DType cdt = compute_dtype(dt);
-  Tensor xc = contiguous(cast(x.detach(), cdt)), wc = contiguous(cast(w.detach(), cdt));
-  Tensor bc = bias.defined() ? contiguous(cast(bias.detach(), cdt)) : Tensor();
-  Tensor out = Tensor::empty({g.n, g.k, g.out_h(), g.out_w()}, cdt, dev);
-  kernel::conv2d_forward(g, xc, wc, bc, out);
-  return autograd::record("conv2d", cast(out, dt), {x, w, bias}, grad::conv2d(x, w, g));
+  const DType dt = promote_types(x.dtype(), w.dtype()), cdt = compute_dtype(dt);
+  return {g,
+          dt,
+          cdt,
+          dev,
+          contiguous(cast(x.detach(), cdt)),
+          contiguous(cast(w.detach(), cdt)),
+          bias.defined() ? contiguous(cast(bias.detach(), cdt)) : Tensor()};
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
+              int64_t pad_w, int64_t groups) {
+  const ConvCall c = conv_call(x, w, bias, stride_h, stride_w, pad_h, pad_w, groups);
+  Tensor out = Tensor::empty({c.g.n, c.g.k, c.g.out_h(), c.g.out_w()}, c.cdt, c.dev);
+  kernel::conv2d_forward(c.g, c.x, c.w, c.bias, out);
+  return autograd::record("conv2d", cast(out, c.dt), {x, w, bias}, grad::conv2d(x, w, c.g));
+}
+
+Tensor conv2d_epilogue(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w,
+                       int64_t pad_h, int64_t pad_w, int64_t groups, const Tensor& residual, bool relu) {
+  bool grad = false;
+  for (const Tensor& t : {x, w, bias, residual}) grad = grad || (t.defined() && t.requires_grad());
+  NX_CHECK(!grad || !autograd::grad_enabled(),
+           "conv2d with a fused add/relu epilogue has no backward; it is made for inference graphs, where no input "
+           "requires grad (use conv2d, then the add and relu, to differentiate)");
+  const ConvCall c = conv_call(x, w, bias, stride_h, stride_w, pad_h, pad_w, groups, residual);
+  const Shape shape{c.g.n, c.g.k, c.g.out_h(), c.g.out_w()};
+  NX_CHECK(!residual.defined() || residual.shape() == shape, "conv2d: a residual of shape ",
+           shape_str(residual.defined() ? residual.shape() : Shape{}), " must have the output's shape ",
+           shape_str(shape));
+  Tensor out = Tensor::empty(shape, c.cdt, c.dev);
+  kernel::conv2d_forward(c.g, c.x, c.w, c.bias, out, residual.defined() ? contiguous(cast(residual, c.cdt)) : Tensor(),
+                         relu);
+  return cast(out, c.dt);
 }
 
 static Pool2dGeometry pool_geometry(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, const char* op) {

@@ -48,9 +48,13 @@ void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n) {
   else device::backend(out.device()).argmax(out, x, rows, n);
 }
 
-void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
-  if (y.device().is_cpu()) cpu::kernels().conv2d_forward(g, x, w, bias, y);
-  else device::backend(y.device()).conv2d_forward(g, x, w, bias, y);
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                    const Tensor& residual, bool relu) {
+  if (y.device().is_cpu()) return cpu::kernels().conv2d_forward(g, x, w, bias, y, residual, relu);
+  device::backend(y.device()).conv2d_forward(g, x, w, bias, y);
+  // a device runs the epilogue as the ops it replaces
+  if (residual.defined()) binary(BinaryOp::Add, y, y, residual);
+  if (relu) unary(UnaryOp::Relu, y, y);
 }
 
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,

@@ -22,7 +22,9 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& x, const std::vector<i
 void argmax(const Tensor& out, const Tensor& x, int64_t rows, int64_t n);
 // NCHW convolution and pooling on contiguous float32/float64 tensors (device/backend.h says how);
 // undefined bias, argmax or gradients are skipped.
-void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+// y = conv2d(x, w) + bias; then y = relu(y + residual) where given (residual of y's shape).
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                    const Tensor& residual = Tensor(), bool relu = false);
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                      const Tensor& dw, const Tensor& dbias);
 void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& argmax);

@@ -81,6 +81,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduct
 // groups: channels split into independent convolutions (the weight is (K, C / groups, KH, KW))
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w, int64_t pad_h,
               int64_t pad_w, int64_t groups = 1);
+// relu(conv2d(...) + residual) (residual of the output's shape, or none; relu optional) in one pass
+// over the output: an inference graph's Add and ReLU folded into the convolution before them
+// (graph::fold_conv_epilogues). No backward: ValueError where one would be recorded.
+Tensor conv2d_epilogue(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w,
+                       int64_t pad_h, int64_t pad_w, int64_t groups, const Tensor& residual, bool relu);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
 Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);
 Tensor dropout(const Tensor& x, double p, bool training);

@@ -674,6 +674,47 @@ TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_p
   }
 }
 
+// The folded epilogue (an inference graph's Add and ReLU run as the conv stores) gives the bits of
+// conv2d, then the add, then relu, on every path: the direct kernel's full blocks and pixel tails,
+// plane kernels, groups, pointwise and im2col; and it refuses to run where a backward is wanted.
+template <class T> void check_conv2d_epilogue(const ConvCase& g) {
+  std::mt19937 rng(43);
+  auto random = [&](int64_t n) { return tensor<T>({n}, uniform_values<T>(rng, n)); };
+  Tensor x = ops::reshape(random(g.n * g.c * g.h * g.w), {g.n, g.c, g.h, g.w});
+  Tensor w = ops::reshape(random(g.k * g.cg() * g.kh * g.kw), {g.k, g.cg(), g.kh, g.kw});
+  Tensor bias = random(g.k),
+         res = ops::reshape(random(g.n * g.k * g.out_h() * g.out_w()), {g.n, g.k, g.out_h(), g.out_w()});
+  Tensor conv = ops::conv2d(x, w, bias, g.sh, g.sw, g.ph, g.pw, g.groups);
+  for (bool add : {false, true})
+    for (bool relu : {false, true}) {
+      Tensor want = add ? ops::binary(ops::BinaryOp::Add, conv, res) : conv;
+      if (relu) want = ops::unary(ops::UnaryOp::Relu, want);
+      Tensor got = ops::conv2d_epilogue(x, w, bias, g.sh, g.sw, g.ph, g.pw, g.groups, add ? res : Tensor(), relu);
+      const std::vector<T> a = elements<T>(got), b = elements<T>(want);
+      CHECK_MSG(a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0,
+                "epilogue add=" << add << " relu=" << relu << " for c=" << g.c << " k=" << g.k << " " << g.h << "x"
+                                << g.w << " kernel " << g.kh << " groups " << g.groups);
+    }
+}
+
+TEST(conv2d_epilogues_give_the_bits_of_the_ops_they_replace) {
+  Threads threads(2);
+  for (const ConvCase& g : std::vector<ConvCase>{
+           {2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1},   // direct, one vector of channels, pixel tails
+           {1, 8, 7, 7, 40, 3, 3, 2, 2, 1, 1},     // direct, two vectors, strided
+           {2, 3, 10, 10, 6, 5, 5, 1, 1, 2, 2},    // plane kernels (few output channels)
+           {1, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1, 2},  // two groups
+           {2, 80, 4, 5, 24, 1, 1, 1, 1, 0, 0},    // pointwise (GEMM)
+           {1, 460, 3, 4, 8, 3, 3, 1, 1, 1, 1},    // im2col + GEMM
+       }) {
+    check_conv2d_epilogue<float>(g);
+    check_conv2d_epilogue<double>(g);
+  }
+  Tensor x = tensor<float>({1, 1, 3, 3}, std::vector<float>(9, 1.0f)), w = tensor<float>({1, 1, 1, 1}, {2.0f});
+  w.set_requires_grad(true);
+  CHECK_THROWS(ops::conv2d_epilogue(x, w, Tensor(), 1, 1, 0, 0, 1, Tensor(), true), ValueError, "has no backward");
+}
+
 TEST(grouped_conv2d_matches_the_scalar_sum_over_each_group) {
   Threads threads(3);
   // Depthwise rows from 1 pixel to past two vectors of the widest variant (tile tails along rows

@@ -226,6 +226,42 @@ def test_a_samples_output_does_not_depend_on_its_batch(exported, name):
         np.testing.assert_array_equal(m.run(x[i:i + 1]), batch[i:i + 1])
 
 
+def test_convolutions_take_the_add_and_relu_after_them(exported):
+    # A ResNet's conv -> relu and conv -> add -> relu run as one op each (the Add and Relu applied
+    # as the conv stores), with the bits of the ops run one by one.
+    m, plain = nx.onnx.load(exported["resnet"]), nx.onnx.load(exported["resnet"], fuse=False)
+    x = np.random.default_rng(7).standard_normal((3, 3, 32, 32)).astype(np.float32)
+    np.testing.assert_array_equal(m.run(x), plain.run(x))
+    s = m.summary()
+    assert "convolutions apply the Add/Relu after them as they store" in s, s
+    ops = [r["op"] for r in m.profile(x, runs=1)]
+    assert "conv2d+relu" in ops and "conv2d+add+relu" in ops, ops
+    assert "unary.relu" not in ops, ops
+    assert "conv2d+" not in plain.summary()
+
+
+def test_a_conv_output_read_twice_or_added_to_a_later_value_folds_where_it_can():
+    # a: Conv -> Relu, and a's conv output is also a model output: nothing folds into it.
+    # b + c -> Relu with c's Conv after b's: the Add and Relu fold into c's conv (b is ready).
+    rng = np.random.default_rng(9)
+    w = [helper.make_tensor(f"w{i}", 1, (4, 2, 3, 3), rng.standard_normal((4, 2, 3, 3)).astype(np.float32).ravel())
+         for i in range(3)]
+    conv = [helper.make_node("Conv", ["x", f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1], name=f"conv{i}") for i in range(3)]
+    nodes = [conv[0], helper.make_node("Relu", ["c0"], ["a"], name="relu_a"), conv[1], conv[2],
+             helper.make_node("Add", ["c1", "c2"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu_y")]
+    out = [helper.make_tensor_value_info(n, 1, ["N", 4, 5, 5]) for n in ("a", "c0", "y")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, ["N", 2, 5, 5])], out, w)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    x = rng.standard_normal((2, 2, 5, 5)).astype(np.float32)
+    m = nx.onnx.load(model)
+    got, want = m.run(x), ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for name, expected in zip(("a", "c0", "y"), want):
+        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
+    folded = m.summary().split("as they store:")[1].strip().splitlines()
+    assert folded == ["conv2 + add + relu_y"], m.summary()
+
+
 def test_a_constant_weight_storage_packed_for_several_views():
     # Two convolutions reading halves of one constant storage: each gets its own weights, on every
     # call, though the storage keeps one packed form at a time.

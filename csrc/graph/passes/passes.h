@@ -15,6 +15,15 @@ namespace nexus::graph {
 // read the loss's value and can run in the loss's kernel (nx.jit).
 void autodiff(Graph& g, bool constant_seed = false);
 
+// Inference graphs: a Conv2d whose output only an Add and/or a ReLU read (conv -> relu,
+// conv -> add -> relu, conv -> add) takes them as its epilogue: the Add's other operand becomes the
+// conv's fourth input (the residual; it must be computed before the conv), ints[5] says which
+// (kEpilogue* bits), and the folded nodes are removed. float32/float64 values only; nothing whose
+// value is a root or read twice is folded. Returns how many nodes were removed. Not for a graph
+// that autodiff will differentiate (the folded conv has no rule).
+inline constexpr int64_t kEpilogueAdd = 1, kEpilogueRelu = 2;
+int fold_conv_epilogues(Graph& g, const std::vector<int>& roots);
+
 // Which nodes the values `roots` depend on (dead-code elimination as a mask over nodes).
 std::vector<bool> live_nodes(const Graph& g, const std::vector<int>& roots, int end);
 

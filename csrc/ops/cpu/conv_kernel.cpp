@@ -143,6 +143,27 @@ template <class T> const T* pad_image(const Conv2dGeometry& g, const T* x, T* pa
 // what the variant's registers hold: kAccRegs[KV] accumulators, KV weights and one broadcast.
 // With 32 registers, one vector of channels takes 16 pixels, not 24 (measured faster, Zen 4).
 
+// What a convolution's output gets on its way out, in an inference graph whose Add and ReLU were
+// folded into it: y = relu(conv + residual), residual of y's shape (or none), relu optional. The
+// same expressions as the ops they replace, so the result is bit for bit theirs.
+template <class T> struct Epilogue {
+  const T* residual = nullptr;
+  bool relu = false;
+
+  bool any() const { return residual != nullptr || relu; }
+  T operator()(T v, T res) const {
+    if (residual != nullptr) v = v + res;
+    return relu ? (v > T(0) ? v : (v != v ? v : T(0))) : v;
+  }
+  // y[0, n) in place, after a path that does not apply it as it stores (over the pool).
+  void apply(T* y, int64_t n) const {
+    if (!any()) return;
+    parallel_for(n, kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] = (*this)(y[i], residual != nullptr ? residual[i] : T(0));
+    });
+  }
+};
+
 template <class T, int64_t KV> struct DirectConv {
   typedef T V __attribute__((vector_size(kVecBytes)));  // (a `using` would drop the attribute)
   static constexpr int64_t kLanes = kVecBytes / sizeof(T), KB = KV * kLanes, R = kAccRegs[KV] / KV;
@@ -151,6 +172,7 @@ template <class T, int64_t KV> struct DirectConv {
   const T* wt;              // [k block][tap][KB], zero beyond k
   const T* bias;            // [k block * KB], zero beyond k or without a bias
   int64_t taps, pixels;
+  Epilogue<T> ep;  // applied as the block stores (res: the image's residual, when ep has one)
 
   static V load(const T* p) {
     V v;
@@ -160,8 +182,12 @@ template <class T, int64_t KV> struct DirectConv {
 
   // y (one image's output) for channel block kb and output pixels [p0, p0 + RN) in row-major
   // order (a block may span rows: narrow outputs such as 8x8 fill whole blocks). KW is the kernel
-  // width when the compiler should unroll it (3), else 0 (g.kw at run time).
-  template <int64_t RN, int64_t KW> void block(const T* x, int64_t kb, int64_t p0, T* y) const {
+  // width when the compiler should unroll it (3), else 0 (g.kw at run time). EPI: the epilogue,
+  // fixed at compile time (kAdd | kRelu bits) so that the stores stay a plain unrolled transpose:
+  // ReLU on the sums' vectors, the residual (res, this image's) added as each row is stored.
+  static constexpr int kAdd = 1, kRelu = 2;
+  template <int64_t RN, int64_t KW, int EPI = 0>
+  void block(const T* x, int64_t kb, int64_t p0, T* y, const T* res = nullptr) const {
     int64_t at[RN];  // where pixel p0 + r's window starts in x
     const int64_t ow_n = g.out_w();
     for (int64_t r = 0, oh = p0 / ow_n, ow = p0 % ow_n; r < RN; ++r) {  // one division, not RN
@@ -191,15 +217,31 @@ template <class T, int64_t KV> struct DirectConv {
         }
       }
     }
+    if constexpr (EPI == kRelu) {  // relu keeps NaN, as the op: v > 0 ? v : (v != v ? v : 0)
+#pragma GCC unroll 24
+      for (int64_t r = 0; r < RN; ++r)
+        for (int64_t v = 0; v < KV; ++v)
+          acc[r][v] = acc[r][v] > 0 ? acc[r][v] : (acc[r][v] != acc[r][v] ? acc[r][v] : 0);
+    }
     T out[RN][KB];
     std::memcpy(out, acc, sizeof(out));
     const int64_t k0 = kb * KB, kn = std::min(KB, g.k - k0);
     T* dst = y + k0 * pixels + p0;
+    const T* rs = res + (k0 * pixels + p0);
     for (int64_t k = 0; k < kn; ++k, dst += pixels)
       for (int64_t r = 0; r < RN; ++r) dst[r] = out[r][k];
+    if constexpr ((EPI & kAdd) != 0) {  // then each row, now contiguous: + its residual (and relu)
+      dst = y + k0 * pixels + p0;
+      for (int64_t k = 0; k < kn; ++k, dst += pixels, rs += pixels)
+        for (int64_t r = 0; r < RN; ++r) {
+          const T v = dst[r] + rs[r];
+          dst[r] = (EPI & kRelu) == 0 || v > T(0) ? v : (v != v ? v : T(0));
+        }
+    }
   }
 
-  // The last n < R pixels of an image, with the block of exactly that width.
+  // The last n < R pixels of an image, with the block of exactly that width; then the epilogue,
+  // if any, over them (one block per image: a plain loop).
   template <int64_t RN, int64_t KW> void tail(const T* x, int64_t kb, int64_t p0, int64_t n, T* y) const {
     if constexpr (RN > 0) {
       if (n == RN) return block<RN, KW>(x, kb, p0, y);
@@ -207,11 +249,29 @@ template <class T, int64_t KV> struct DirectConv {
     }
   }
 
-  // Pixels [p0, min(p0 + R, pixels)) of channel block kb.
-  void pixel_block(const T* x, int64_t kb, int64_t p0, T* y) const {
+  // Pixels [p0, min(p0 + R, pixels)) of channel block kb; res: this image's residual (or none).
+  void pixel_block(const T* x, int64_t kb, int64_t p0, T* y, const T* res) const {
     const int64_t n = std::min(R, pixels - p0);
-    if (g.kw == 3) return n == R ? block<R, 3>(x, kb, p0, y) : tail<R - 1, 3>(x, kb, p0, n, y);
-    n == R ? block<R, 0>(x, kb, p0, y) : tail<R - 1, 0>(x, kb, p0, n, y);
+    if (n == R) {
+      const int epi = (ep.residual != nullptr ? kAdd : 0) | (ep.relu ? kRelu : 0);
+      if (g.kw == 3) return full_block<3>(epi, x, kb, p0, y, res);
+      return full_block<0>(epi, x, kb, p0, y, res);
+    }
+    g.kw == 3 ? tail<R - 1, 3>(x, kb, p0, n, y) : tail<R - 1, 0>(x, kb, p0, n, y);
+    if (!ep.any()) return;
+    const int64_t k0 = kb * KB, kn = std::min(KB, g.k - k0);
+    for (int64_t k = k0; k < k0 + kn; ++k)
+      for (int64_t p = p0; p < p0 + n; ++p)
+        y[k * pixels + p] = ep(y[k * pixels + p], res != nullptr ? res[k * pixels + p] : T(0));
+  }
+
+  template <int64_t KW> void full_block(int epi, const T* x, int64_t kb, int64_t p0, T* y, const T* res) const {
+    switch (epi) {
+      case 0: return block<R, KW, 0>(x, kb, p0, y);
+      case kRelu: return block<R, KW, kRelu>(x, kb, p0, y);
+      case kAdd: return block<R, KW, kAdd>(x, kb, p0, y, res);
+      default: return block<R, KW, kAdd | kRelu>(x, kb, p0, y, res);
+    }
   }
 };
 
@@ -275,7 +335,8 @@ template <class T> struct PackedWeights {
 // fits in it.
 // The weights are packed on every call, or once for a constant storage (constant_w).
 template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& g, const ConvSizes& s, const T* x,
-                                                          const T* w, const T* bias, T* y, Storage* constant_w) {
+                                                          const T* w, const T* bias, T* y, Storage* constant_w,
+                                                          const Epilogue<T>& ep) {
   using Kernel = DirectConv<T, KV>;
   constexpr int64_t KB = Kernel::KB, R = Kernel::R;
   const int64_t kblocks = ceil_div(g.k, KB), pixel_blocks = ceil_div(s.pixels, R);
@@ -301,7 +362,7 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
   }
   for (int64_t k = 0; k < kblocks * KB; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
   const Conv2dGeometry gp = unpadded(g);
-  const Kernel kernel{gp, packed, bias_kb.data(), s.taps, s.pixels};
+  const Kernel kernel{gp, packed, bias_kb.data(), s.taps, s.pixels, ep};
   const int64_t per_image = kblocks * pixel_blocks, unit_work = R * s.taps * KB;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(unit_work, 1));
   parallel_for(g.n * per_image, grain, [&](int64_t u0, int64_t u1) {
@@ -314,7 +375,8 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
         xb = pad_image(g, x + b * s.in_img, xp.data());
         padded_b = b;
       }
-      kernel.pixel_block(xb, kb, q * R, y + b * s.out_img);
+      kernel.pixel_block(xb, kb, q * R, y + b * s.out_img,
+                         ep.residual != nullptr ? ep.residual + b * s.out_img : nullptr);
     }
   });
 }
@@ -382,7 +444,7 @@ template <class T> void move_channels(bool gather, const T* from, int64_t n, int
 // Groups are independent forward, so they run in parallel, each task with its own scratch (the
 // gemms inside then run inline). A single group (one huge image) keeps the pool for its gemm.
 template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y,
-                                       Storage* constant_w = nullptr);
+                                       Storage* constant_w = nullptr, const Epilogue<T>& ep = {});
 
 template <class T> void conv2d_forward_grouped(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const int64_t pixels = g.out_h() * g.out_w();
@@ -397,15 +459,26 @@ template <class T> void conv2d_forward_grouped(const Conv2dGeometry& g, const T*
   }
 }
 
-// constant_w: the storage of w when it is constant (its packed form is then kept beside it).
+// The paths other than the direct kernel: plane kernels, groups, pointwise, im2col + gemm.
 template <class T>
-void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y, Storage* constant_w) {
-  if (g.groups > 1 || plane_kernels(g)) return conv2d_forward_grouped(g, x, w, bias, y);
+void conv2d_forward_other(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* w, const T* bias, T* y);
+
+// constant_w: the storage of w when it is constant (its packed form is then kept beside it).
+// ep: applied as the direct kernel stores, or over y after the other paths.
+template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y,
+                                       Storage* constant_w, const Epilogue<T>& ep) {
   const ConvSizes s = conv_sizes(g);
-  if (direct_forward(g, s)) {
-    if (one_vector<T>(g.k)) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y, constant_w);
-    return conv2d_forward_direct<T, 2>(g, s, x, w, bias, y, constant_w);
+  if (g.groups == 1 && !plane_kernels(g) && direct_forward(g, s)) {
+    if (one_vector<T>(g.k)) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y, constant_w, ep);
+    return conv2d_forward_direct<T, 2>(g, s, x, w, bias, y, constant_w, ep);
   }
+  conv2d_forward_other(g, s, x, w, bias, y);
+  ep.apply(y, g.n * s.out_img);
+}
+
+template <class T>
+void conv2d_forward_other(const Conv2dGeometry& g, const ConvSizes& s, const T* x, const T* w, const T* bias, T* y) {
+  if (g.groups > 1 || plane_kernels(g)) return conv2d_forward_grouped(g, x, w, bias, y);
   if (s.taps == g.c && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0) {
     // pointwise: each image's (c, pixels) is its own im2col, y = w x per image, no copies
     for_images(0, g.n, [&](int64_t b) {
@@ -705,12 +778,13 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
 // ---- the table's entries: tensors in, the templates above per dtype -----------------------------
 
 void add_conv(Kernels& k) {
-  k.conv2d_forward = [](const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                        const Tensor& y) {
+  k.conv2d_forward = [](const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                        const Tensor& residual, bool relu) {
     dispatch_float(y.dtype(), "conv2d", [&](auto t) {
       using T = decltype(t);
       conv2d_forward<T>(g, x.data<T>(), w.data<T>(), data_or_null<T>(bias), y.data<T>(),
-                        w.storage()->constant() ? w.storage().get() : nullptr);
+                        w.storage()->constant() ? w.storage().get() : nullptr,
+                        Epilogue<T>{data_or_null<T>(residual), relu});
     });
   };
   k.conv2d_backward = [](const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,

@@ -32,8 +32,9 @@ struct Kernels {
   // ---- NCHW convolution and pooling (conv_kernel.cpp, pool_kernel.cpp; conventions in
   // conv_kernel.h); contiguous
   // float32/float64; an undefined bias, argmax or gradient is skipped
-  void (*conv2d_forward)(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                         const Tensor& y);
+  // forward: then y = relu(y + residual) where given (residual of y's shape; relu optional)
+  void (*conv2d_forward)(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                         const Tensor& residual, bool relu);
   void (*conv2d_backward)(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx,
                           const Tensor& dw, const Tensor& dbias);
   void (*max_pool2d_forward)(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& argmax);

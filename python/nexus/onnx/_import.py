@@ -394,7 +394,7 @@ class InferenceModel:
         feeds = [t.numpy().copy() if i in self._value_inputs else t for i, t in enumerate(tensors)]
         outs = _trace.run(tracer, self._run_nodes, (tracer, feeds, labels), {})
         roots = [tracer.value(o) for o in outs]
-        program = _C.TracedProgram(tracer.graph, roots, self._fuse)
+        program = _C.TracedProgram(tracer.graph, roots, self._fuse, epilogues=self._fuse)
         template = [None if kind == "arg" else x for kind, x in tracer.sources]
         for t in template:  # the model's constants: kernels may keep them packed
             if t is not None:
@@ -453,6 +453,10 @@ class InferenceModel:
                      and names[n] not in sources and not names[n].startswith("const")]
             folded = sum(1 for v in plan.labels.values() if v == "folded")
             lines.append(f"  {len(alone)} ops run one by one; {folded} shape nodes folded for these shapes")
+            epilogues = [line.split("# ", 1)[1] for line in program.dump().splitlines() if " = conv2d+" in line]
+            if epilogues:
+                lines.append(f"  {len(epilogues)} convolutions apply the Add/Relu after them as they store:")
+                lines.extend(f"    {e}" for e in epilogues)
         return "\n".join(lines)
 
     def __repr__(self) -> str:
