@@ -41,13 +41,15 @@ Tensor run_forward_node(const Node& n, const std::vector<Tensor>& in, bool train
   switch (n.kind) {
     case OpKind::Unary: return ops::unary(n.attrs.unary, in[0]);
     case OpKind::Binary: return ops::binary(n.attrs.binary, in[0], in[1]);
-    case OpKind::MatMul: return ops::matmul(in[0], in[1]);
+    case OpKind::MatMul:  // ints[0], when there: an epilogue folded in (graph::fold_epilogues)
+      if (!I.empty()) return ops::matmul_epilogue(in[0], in[1], opt(in, 2), (I[0] & graph::kEpilogueRelu) != 0);
+      return ops::matmul(in[0], in[1]);
     case OpKind::Reshape: {
       Shape shape(I.begin(), I.end());
       if (!shape.empty() && shape[0] == kBatch) shape[0] = in[0].shape()[0];
       return ops::reshape(in[0], shape);
     }
-    case OpKind::Conv2d:  // ints[5], when there: an epilogue folded in (graph::fold_conv_epilogues)
+    case OpKind::Conv2d:  // ints[5], when there: an epilogue folded in (graph::fold_epilogues)
       if (I.size() > 5)
         return ops::conv2d_epilogue(in[0], in[1], opt(in, 2), I[0], I[1], I[2], I[3], I[4], opt(in, 3),
                                     (I[5] & graph::kEpilogueRelu) != 0);

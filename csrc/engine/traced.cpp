@@ -12,7 +12,7 @@ TracedProgram::TracedProgram(graph::Graph g, std::vector<int> roots, bool fuse, 
   g_.verify();
   for (int r : roots_)
     NX_CHECK(r >= 0 && size_t(r) < g_.values().size(), "traced program: root value ", r, " is not in the graph");
-  if (epilogues && graph::fold_conv_epilogues(g_, roots_) > 0) g_.verify();
+  if (epilogues && graph::fold_epilogues(g_, roots_) > 0) g_.verify();
   if (fuse) fusion_ = std::make_unique<GraphKernels>(g_, roots_);
   schedule_ = Schedule(g_, fusion_.get(), graph::live_nodes(g_, roots_, int(g_.nodes().size())), roots_);
 }

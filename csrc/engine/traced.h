@@ -15,7 +15,7 @@ namespace nexus::engine {
 class TracedProgram {
  public:
   // roots: the values the function returns. fuse=false runs every node as its op. epilogues:
-  // fold convolutions' Add and ReLU into them (graph::fold_conv_epilogues; inference graphs).
+  // fold convolutions' and products' Add and ReLU into them (graph::fold_epilogues; inference).
   TracedProgram(graph::Graph g, std::vector<int> roots, bool fuse = true, bool epilogues = false);
 
   // inputs: one tensor per Input node, in the order of g.inputs; returns the roots' tensors.

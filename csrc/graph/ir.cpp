@@ -140,8 +140,7 @@ std::string Graph::dump() const {
       os << "]" << (n.attrs.keepdims ? "k" : "");
     }
     if (n.kind == OpKind::Const && !n.attrs.floats.empty()) os << "[" << n.attrs.floats[0] << "]";
-    if (n.kind == OpKind::Conv2d && n.attrs.ints.size() > 5)  // a folded epilogue (passes.h)
-      os << (n.attrs.ints[5] & kEpilogueAdd ? "+add" : "") << (n.attrs.ints[5] & kEpilogueRelu ? "+relu" : "");
+    if (const int64_t e = epilogue_of(n)) os << (e & kEpilogueAdd ? "+add" : "") << (e & kEpilogueRelu ? "+relu" : "");
     os << "(";
     for (size_t k = 0; k < n.inputs.size(); ++k) os << (k ? ", " : "") << "%" << n.inputs[k];
     os << ")";

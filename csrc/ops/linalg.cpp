@@ -115,7 +115,7 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   if (dev.is_cpu() && kdt == DType::Float32 && batch.empty() && bc.storage()->constant() && out.numel() > 0 && ka > 0) {
     // b is an inference model's weights: its packed form is kept, no BLAS packing per call
     if (ac.strides()[1] != 1) ac = contiguous(ac);
-    cpu::kernels().matmul_constant(out, ac, bc);
+    cpu::kernels().matmul_constant(out, ac, bc, Tensor(), false);
   } else if (dev.is_cpu()) {
     dispatch_compute(cdt, "matmul", [&](auto t) { gemm_batched<decltype(t)>(out, ac, bc); });
   } else if (!is_floating(cdt)) {  // cuBLAS multiplies floats: integers go through the host
@@ -125,6 +125,36 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   }
   out = cast(out, dt);
   return autograd::record("matmul", out, {a, b}, grad::matmul(a, b));
+}
+
+Tensor matmul_epilogue(const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
+  bool grad = false;
+  for (const Tensor& t : {a, b, bias}) grad = grad || (t.defined() && t.requires_grad());
+  NX_CHECK(!grad || !autograd::grad_enabled(),
+           "matmul with a fused bias/relu epilogue has no backward; it is made for inference graphs, where no input "
+           "requires grad (use matmul, then the add and relu, to differentiate)");
+  NX_CHECK(a.ndim() >= 2 && b.ndim() == 2 && a.shape().back() == b.dim(0),
+           "matmul: an epilogue needs a (..., k) @ "
+           "(k, n) product, got shapes ",
+           shape_str(a.shape()), " and ", shape_str(b.shape()));
+  const int64_t k = b.dim(0), n = b.dim(1);
+  NX_CHECK(!bias.defined() || (bias.numel() == n && bias.shape().back() == n), "matmul: a bias of shape ",
+           shape_str(bias.defined() ? bias.shape() : Shape{}), " must hold the product's ", n, " columns");
+  const bool f32 =
+      a.dtype() == DType::Float32 && b.dtype() == DType::Float32 && (!bias.defined() || bias.dtype() == DType::Float32);
+  if (f32 && a.device().is_cpu() && b.device().is_cpu() && (!bias.defined() || bias.device().is_cpu()) &&
+      b.storage()->constant() && a.numel() > 0 && k > 0 && n > 0) {
+    Tensor rows = reshape(a, {-1, k});
+    if (rows.strides()[1] != 1) rows = contiguous(rows);
+    Tensor out = Tensor::empty({rows.dim(0), n}, DType::Float32);
+    cpu::kernels().matmul_constant(out, rows, b, bias.defined() ? contiguous(reshape(bias, {n})) : Tensor(), relu);
+    Shape shape = a.shape();
+    shape.back() = n;
+    return reshape(out, shape);
+  }
+  Tensor out = matmul(a, b);  // the ops it stands for, one by one
+  if (bias.defined()) out = add(out, bias);
+  return relu ? unary(UnaryOp::Relu, out) : out;
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

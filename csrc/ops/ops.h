@@ -75,6 +75,11 @@ Tensor log_softmax(const Tensor& x, int64_t axis);
 
 // ---- linear algebra and nn ----
 Tensor matmul(const Tensor& a, const Tensor& b);
+// relu(a @ b + bias) (a (..., k), b (k, n), bias of n values or none; relu optional) in one op:
+// an inference graph's Gemm bias and activation folded into the product (graph::fold_epilogues),
+// applied to the sums in registers where b is constant. No backward: ValueError where one would be
+// recorded.
+Tensor matmul_epilogue(const Tensor& a, const Tensor& b, const Tensor& bias, bool relu);
 // The reductions a loss takes, as torch's reduction='none' | 'mean' | 'sum'.
 inline constexpr ReduceOp kLossReductions[] = {ReduceOp::None, ReduceOp::Mean, ReduceOp::Sum};
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, ReduceOp reduction);
@@ -83,7 +88,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stri
               int64_t pad_w, int64_t groups = 1);
 // relu(conv2d(...) + residual) (residual of the output's shape, or none; relu optional) in one pass
 // over the output: an inference graph's Add and ReLU folded into the convolution before them
-// (graph::fold_conv_epilogues). No backward: ValueError where one would be recorded.
+// (graph::fold_epilogues). No backward: ValueError where one would be recorded.
 Tensor conv2d_epilogue(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w,
                        int64_t pad_h, int64_t pad_w, int64_t groups, const Tensor& residual, bool relu);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw);

@@ -909,6 +909,40 @@ TEST(matmul_with_a_constant_operand_matches_the_scalar_product_row_by_row) {
         }
 }
 
+// A Gemm's bias and relu folded into the product (an inference graph's epilogue) give the bits of
+// matmul, then add, then relu: in registers for a constant float32 b, as those ops otherwise.
+TEST(matmul_epilogues_give_the_bits_of_the_ops_they_replace) {
+  Threads threads(2);
+  std::mt19937 rng(34);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  auto random = [&](Shape shape) {
+    std::vector<float> v(size_t(numel(shape)));
+    for (float& e : v) e = uniform(rng);
+    return tensor<float>(shape, v);
+  };
+  for (int64_t m : {1, 3, 9})
+    for (int64_t n : {1, 17, 40})
+      for (int64_t k : {5, 300})
+        for (bool constant : {true, false}) {
+          Tensor a = random({m, k}), b = random({k, n}), bias = random({n});
+          if (constant) b.storage()->mark_constant();
+          for (Tensor c : {Tensor(), bias, ops::reshape(bias, {1, n})})
+            for (bool relu : {false, true}) {
+              Tensor want = ops::matmul(a, b);
+              if (c.defined()) want = ops::add(want, c);
+              if (relu) want = ops::unary(ops::UnaryOp::Relu, want);
+              const std::vector<float> got = elements<float>(ops::matmul_epilogue(a, b, c, relu)),
+                                       expected = elements<float>(want);
+              CHECK_MSG(got == expected, "m=" << m << " n=" << n << " k=" << k << " constant=" << constant
+                                              << " bias=" << c.defined() << " relu=" << relu);
+            }
+        }
+  Tensor a = random({2, 3}), b = random({3, 4});
+  a.set_requires_grad(true);
+  CHECK_THROWS(ops::matmul_epilogue(a, b, Tensor(), true), ValueError, "has no backward");
+  CHECK_THROWS(ops::matmul_epilogue(random({2, 3}), b, random({3}), false), ValueError, "must hold the product's 4");
+}
+
 TEST(batched_matmul_broadcasts_batches_and_promotes_vectors) {
   std::mt19937 rng(32);
   std::uniform_real_distribution<float> uniform(-1, 1);

@@ -233,16 +233,25 @@ def test_convolutions_take_the_add_and_relu_after_them(exported):
     x = np.random.default_rng(7).standard_normal((3, 3, 32, 32)).astype(np.float32)
     np.testing.assert_array_equal(m.run(x), plain.run(x))
     s = m.summary()
-    assert "convolutions apply the Add/Relu after them as they store" in s, s
+    assert "convolutions or products apply the Add/Relu after them as they store" in s, s
     ops = [r["op"] for r in m.profile(x, runs=1)]
     assert "conv2d+relu" in ops and "conv2d+add+relu" in ops, ops
     assert "unary.relu" not in ops, ops
-    assert "conv2d+" not in plain.summary()
+    assert "as they store" not in plain.summary()
+
+
+def test_gemms_take_their_bias_and_relu(exported):
+    m, plain = nx.onnx.load(exported["mlp"]), nx.onnx.load(exported["mlp"], fuse=False)
+    x = np.random.default_rng(8).standard_normal((5, 784)).astype(np.float32)
+    np.testing.assert_array_equal(m.run(x), plain.run(x))
+    ops = sorted(r["op"] for r in m.profile(x, runs=1) if r["op"].startswith(("matmul", "binary", "unary")))
+    assert ops == ["matmul+add", "matmul+add+relu"]
 
 
 def test_a_conv_output_read_twice_or_added_to_a_later_value_folds_where_it_can():
     # a: Conv -> Relu, and a's conv output is also a model output: nothing folds into it.
-    # b + c -> Relu with c's Conv after b's: the Add and Relu fold into c's conv (b is ready).
+    # b + c -> Relu: the Add and Relu fold into b's conv (the first), which then runs where the
+    # Relu ran, after c's.
     rng = np.random.default_rng(9)
     w = [helper.make_tensor(f"w{i}", 1, (4, 2, 3, 3), rng.standard_normal((4, 2, 3, 3)).astype(np.float32).ravel())
          for i in range(3)]
@@ -259,7 +268,7 @@ def test_a_conv_output_read_twice_or_added_to_a_later_value_folds_where_it_can()
     for name, expected in zip(("a", "c0", "y"), want):
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
     folded = m.summary().split("as they store:")[1].strip().splitlines()
-    assert folded == ["conv2 + add + relu_y"], m.summary()
+    assert folded == ["conv1 + add + relu_y"], m.summary()
 
 
 def test_a_constant_weight_storage_packed_for_several_views():
@@ -285,7 +294,7 @@ def test_profile_times_each_op_or_kernel(exported):
     assert sum(r["share"] for r in rows) == pytest.approx(1.0)
     ops = [r["op"] for r in rows]
     assert ops.count("conv2d") == 2 and ops.count("avg_pool2d") == 2, ops  # the test LeNet averages
-    assert any(op.startswith("fused ") for op in ops), ops
+    assert ops.count("matmul+add") == 3 and "unary.tanh" in ops, ops  # the Gemms' biases folded in
     convs = {n.name for n in onnx.load_from_string(exported["lenet"]).graph.node if n.op_type == "Conv"}
     assert {r["node"] for r in rows if r["op"] == "conv2d"} == convs
     np.testing.assert_array_equal(m.run(x), m.run(x))  # profiling leaves the model as it was

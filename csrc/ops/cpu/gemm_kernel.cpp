@@ -71,8 +71,16 @@ void pack(const float* b, int64_t k, int64_t n, int64_t sk, int64_t sn, float* p
 // y rows [0, RM) x the columns of PN panels from panel p on = a's RM rows times those panels.
 // Few rows take several panels at once: their sums are independent chains of fused
 // multiply-adds, where one panel's two would wait on each other's latency (a batch-1 product).
-template <int64_t RM, int64_t PN>
-void micro(const float* a, int64_t lda, const float* panels, int64_t p, int64_t k, int64_t n, float* y, int64_t ldy) {
+// The epilogue of an inference graph's Gemm: y = relu(y + bias), bias padded to whole panels (or
+// null), applied to the sums' vectors before they are stored; the ops' own expressions, so the
+// result has their bits.
+struct Epilogue {
+  const float* bias = nullptr;
+  bool relu = false;
+};
+
+template <int64_t RM, int64_t PN> void micro(const float* a, int64_t lda, const float* panels, int64_t p, int64_t k,
+                                             int64_t n, float* y, int64_t ldy, const Epilogue& ep) {
   const float* panel = panels + p * k * NR;
   V acc[RM][2 * PN] = {};
   for (int64_t q = 0; q < k; ++q) {
@@ -89,6 +97,15 @@ void micro(const float* a, int64_t lda, const float* panels, int64_t p, int64_t 
       for (int64_t v = 0; v < 2 * PN; ++v) acc[r][v] += x * b[v];
     }
   }
+  if (ep.bias != nullptr)
+    for (int64_t v = 0; v < 2 * PN; ++v) {
+      const V b = load(ep.bias + p * NR + v * L);
+      for (int64_t r = 0; r < RM; ++r) acc[r][v] = acc[r][v] + b;
+    }
+  if (ep.relu)  // relu keeps NaN, as the op: v > 0 ? v : (v != v ? v : 0)
+    for (int64_t r = 0; r < RM; ++r)
+      for (int64_t v = 0; v < 2 * PN; ++v)
+        acc[r][v] = acc[r][v] > 0 ? acc[r][v] : (acc[r][v] != acc[r][v] ? acc[r][v] : 0);
   for (int64_t i = 0; i < PN; ++i) {
     const int64_t j0 = (p + i) * NR, cols = std::min(NR, n - j0);
     for (int64_t r = 0; r < RM; ++r) {
@@ -101,19 +118,19 @@ void micro(const float* a, int64_t lda, const float* panels, int64_t p, int64_t 
 
 // Panels [p0, p1) for rows [0, RM) of a and y: PN at a time, then one at a time.
 template <int64_t RM> void row_block(const float* a, int64_t lda, const float* panels, int64_t p0, int64_t p1,
-                                     int64_t k, int64_t n, float* y) {
+                                     int64_t k, int64_t n, float* y, const Epilogue& ep) {
   constexpr int64_t PN = RM <= 2 ? 4 : RM <= 4 ? 2 : 1;
   int64_t p = p0;
-  for (; p + PN <= p1; p += PN) micro<RM, PN>(a, lda, panels, p, k, n, y, n);
-  for (; p < p1; ++p) micro<RM, 1>(a, lda, panels, p, k, n, y, n);
+  for (; p + PN <= p1; p += PN) micro<RM, PN>(a, lda, panels, p, k, n, y, n, ep);
+  for (; p < p1; ++p) micro<RM, 1>(a, lda, panels, p, k, n, y, n, ep);
 }
 
 // The last rows of a, fewer than MR: the row block of exactly that many.
 template <int64_t RM> void row_tail(int64_t rows, const float* a, int64_t lda, const float* panels, int64_t p0,
-                                    int64_t p1, int64_t k, int64_t n, float* y) {
+                                    int64_t p1, int64_t k, int64_t n, float* y, const Epilogue& ep) {
   if constexpr (RM > 0) {
-    if (rows == RM) return row_block<RM>(a, lda, panels, p0, p1, k, n, y);
-    row_tail<RM - 1>(rows, a, lda, panels, p0, p1, k, n, y);
+    if (rows == RM) return row_block<RM>(a, lda, panels, p0, p1, k, n, y, ep);
+    row_tail<RM - 1>(rows, a, lda, panels, p0, p1, k, n, y, ep);
   }
 }
 
@@ -121,14 +138,15 @@ template <int64_t RM> void row_tail(int64_t rows, const float* a, int64_t lda, c
 // more than half of them saves).
 constexpr int64_t kSplitMacs = int64_t(1) << 17;
 
-void product(const float* a, int64_t m, int64_t k, int64_t lda, const float* panels, int64_t n, float* y) {
+void product(const float* a, int64_t m, int64_t k, int64_t lda, const float* panels, int64_t n, float* y,
+             const Epilogue& ep) {
   const int64_t count = (n + NR - 1) / NR;
   const int64_t threads = m * n * k < kSplitMacs ? 1 : num_threads();
   parallel_for(count, (count + threads - 1) / threads, [&](int64_t p0, int64_t p1) {
     for (int64_t r0 = 0; r0 < m; r0 += MR) {
       const int64_t rows = std::min(MR, m - r0);
-      if (rows == MR) row_block<MR>(a + r0 * lda, lda, panels, p0, p1, k, n, y + r0 * n);
-      else row_tail<MR - 1>(rows, a + r0 * lda, lda, panels, p0, p1, k, n, y + r0 * n);
+      if (rows == MR) row_block<MR>(a + r0 * lda, lda, panels, p0, p1, k, n, y + r0 * n, ep);
+      else row_tail<MR - 1>(rows, a + r0 * lda, lda, panels, p0, p1, k, n, y + r0 * n, ep);
     }
   });
 }
@@ -136,7 +154,7 @@ void product(const float* a, int64_t m, int64_t k, int64_t lda, const float* pan
 }  // namespace
 
 void add_gemm(Kernels& kt) {
-  kt.matmul_constant = [](const Tensor& y, const Tensor& a, const Tensor& b) {
+  kt.matmul_constant = [](const Tensor& y, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
     const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1), sk = b.strides()[0], sn = b.strides()[1];
     const float* bp = b.data<float>();
     const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(bp)) * 31 + uint64_t(NR);
@@ -154,7 +172,13 @@ void add_gemm(Kernels& kt) {
       pack(bp, k, n, sk, sn, own.data());
       panels = own.data();
     }
-    product(a.data<float>(), m, k, a.strides()[0], panels, n, y.data<float>());
+    std::vector<float> padded;  // the bias over whole panels (zeros past n)
+    if (bias.defined()) {
+      padded.assign(size_t((n + NR - 1) / NR * NR), 0.0f);
+      std::copy(bias.data<float>(), bias.data<float>() + n, padded.begin());
+    }
+    product(a.data<float>(), m, k, a.strides()[0], panels, n, y.data<float>(),
+            Epilogue{bias.defined() ? padded.data() : nullptr, relu});
   };
 }
 

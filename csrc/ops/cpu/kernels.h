@@ -49,8 +49,9 @@ struct Kernels {
   void (*xent_backward)(const Tensor& x, const Tensor& labels, const Tensor& stats, const Tensor& g, bool per_row,
                         const Tensor& dx);
   // ---- float32 y (m, n) = a (m, k) b (k, n) for a constant b (gemm_kernel.cpp): a and y with
-  // contiguous rows, b any strides, its storage marked constant (its packed form is kept there)
-  void (*matmul_constant)(const Tensor& y, const Tensor& a, const Tensor& b);
+  // contiguous rows, b any strides, its storage marked constant (its packed form is kept there);
+  // then y = relu(y + bias) where given (bias: n contiguous values; relu optional)
+  void (*matmul_constant)(const Tensor& y, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu);
   // ---- optimizer updates over parameter segments (optim_kernel.cpp)
   void (*sgd)(const std::vector<OptimSegment>& segs, const SgdCoeffs& c);
   void (*adam)(const std::vector<OptimSegment>& segs, const AdamCoeffs& c);

@@ -453,9 +453,11 @@ class InferenceModel:
                      and names[n] not in sources and not names[n].startswith("const")]
             folded = sum(1 for v in plan.labels.values() if v == "folded")
             lines.append(f"  {len(alone)} ops run one by one; {folded} shape nodes folded for these shapes")
-            epilogues = [line.split("# ", 1)[1] for line in program.dump().splitlines() if " = conv2d+" in line]
+            epilogues = [line.split("# ", 1)[1] for line in program.dump().splitlines()
+                         if " = conv2d+" in line or " = matmul+" in line]
             if epilogues:
-                lines.append(f"  {len(epilogues)} convolutions apply the Add/Relu after them as they store:")
+                lines.append(f"  {len(epilogues)} convolutions or products apply the Add/Relu after them as they "
+                             "store:")
                 lines.extend(f"    {e}" for e in epilogues)
         return "\n".join(lines)
 
