@@ -271,12 +271,18 @@ def test_max_pool2d_nan_wins_and_ties_send_the_gradient_to_the_first(stride):
         assert got[0, 0, 0].tolist() == [5.0, 5.0, 2.0]
 
 
-@pytest.mark.parametrize("case", sorted(POOL_CASES) + ["two_by_two_odd"])
+TWO_BY_TWO = {"two_by_two_odd": (2, 3, 9, 11), "two_by_two_wide": (1, 2, 4, 42), "one_window": (3, 1, 2, 2),
+              "lenet_second": (2, 16, 10, 10)}
+
+
+@pytest.mark.parametrize("case", sorted(POOL_CASES) + sorted(TWO_BY_TWO))
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_max_pool2d_without_grad_gives_the_values_with_grad(case, dtype, rng):
     # Without grad (inference) no winners' indices are kept and 2x2 stride-2 windows take their
-    # own loop: the same values, NaN and -inf included, as the pass that records the winners.
-    shape, kernel, stride = POOL_CASES.get(case, ((2, 3, 9, 11), 2, 2))
+    # own vector loop (rows of every length: whole vectors, a last one reading into the next
+    # row, the input's last row through a copy): the same values, NaN and -inf included, as the
+    # pass that records the winners.
+    shape, kernel, stride = POOL_CASES[case] if case in POOL_CASES else (TWO_BY_TWO[case], 2, 2)
     x = rng.standard_normal(shape).astype(dtype)
     flat = x.reshape(-1)
     flat[rng.choice(flat.size, flat.size // 7, replace=False)] = np.nan
