@@ -186,7 +186,9 @@ template <class T, int64_t KV> struct DirectConv {
   // fixed at compile time (kAdd | kRelu bits) so that the stores stay a plain unrolled transpose:
   // ReLU on the sums' vectors, the residual (res, this image's) added as each row is stored.
   static constexpr int kAdd = 1, kRelu = 2;
-  template <int64_t RN, int64_t KW, int EPI = 0>
+  // ROW: the block lies in one output row at column stride 1, so pixel r reads r columns after
+  // pixel 0 (one address and constant offsets, where RN addresses would not fit the registers).
+  template <int64_t RN, int64_t KW, int EPI = 0, bool ROW = false>
   void block(const T* x, int64_t kb, int64_t p0, T* y, const T* res = nullptr) const {
     int64_t at[RN];  // where pixel p0 + r's window starts in x
     const int64_t ow_n = g.out_w();
@@ -211,7 +213,7 @@ template <class T, int64_t KV> struct DirectConv {
           for (int64_t v = 0; v < KV; ++v) wv[v] = load(w + v * kLanes);
 #pragma GCC unroll 24
           for (int64_t r = 0; r < RN; ++r) {
-            const T xv = src[at[r] + j];
+            const T xv = ROW ? src[at[0] + r + j] : src[at[r] + j];
             for (int64_t v = 0; v < KV; ++v) acc[r][v] += xv * wv[v];
           }
         }
@@ -266,11 +268,16 @@ template <class T, int64_t KV> struct DirectConv {
   }
 
   template <int64_t KW> void full_block(int epi, const T* x, int64_t kb, int64_t p0, T* y, const T* res) const {
+    if (g.stride_w == 1 && p0 % g.out_w() + R <= g.out_w()) return full_block<KW, true>(epi, x, kb, p0, y, res);
+    full_block<KW, false>(epi, x, kb, p0, y, res);
+  }
+  template <int64_t KW, bool ROW>
+  void full_block(int epi, const T* x, int64_t kb, int64_t p0, T* y, const T* res) const {
     switch (epi) {
-      case 0: return block<R, KW, 0>(x, kb, p0, y);
-      case kRelu: return block<R, KW, kRelu>(x, kb, p0, y);
-      case kAdd: return block<R, KW, kAdd>(x, kb, p0, y, res);
-      default: return block<R, KW, kAdd | kRelu>(x, kb, p0, y, res);
+      case 0: return block<R, KW, 0, ROW>(x, kb, p0, y);
+      case kRelu: return block<R, KW, kRelu, ROW>(x, kb, p0, y);
+      case kAdd: return block<R, KW, kAdd, ROW>(x, kb, p0, y, res);
+      default: return block<R, KW, kAdd | kRelu, ROW>(x, kb, p0, y, res);
     }
   }
 };
