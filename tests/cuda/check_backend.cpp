@@ -258,7 +258,7 @@ template <class T> void check_conv_case(const ConvCase& cc, DType t) {
   const double eps = t == DType::Float32 ? 1e-5 : 1e-13;
   for (bool with_bias : {true, false}) {
     Tensor want = Tensor::empty(ys, t), got = dirty(ys, t);
-    ops::cpu::kernels().conv2d_forward(g, x, w, with_bias ? bias : Tensor(), want);
+    ops::cpu::kernels().conv2d_forward(g, x, w, with_bias ? bias : Tensor(), want, Tensor(), false);
     be.conv2d_forward(g, gx, gw, with_bias ? gbias : Tensor(), got);
     expect_near(name + (with_bias ? " forward" : " forward without bias"), want, to_cpu(got), eps);
   }

@@ -268,17 +268,31 @@ template <class T, int64_t KV> struct DirectConv {
   }
 
   template <int64_t KW> void full_block(int epi, const T* x, int64_t kb, int64_t p0, T* y, const T* res) const {
-    if (g.stride_w == 1 && p0 % g.out_w() + R <= g.out_w()) return full_block<KW, true>(epi, x, kb, p0, y, res);
-    full_block<KW, false>(epi, x, kb, p0, y, res);
+    if (g.stride_w == 1 && p0 % g.out_w() + R <= g.out_w()) return epi_block<R, KW, true>(epi, x, kb, p0, y, res);
+    epi_block<R, KW, false>(epi, x, kb, p0, y, res);
   }
-  template <int64_t KW, bool ROW>
-  void full_block(int epi, const T* x, int64_t kb, int64_t p0, T* y, const T* res) const {
+  template <int64_t RN, int64_t KW, bool ROW>
+  void epi_block(int epi, const T* x, int64_t kb, int64_t p0, T* y, const T* res) const {
     switch (epi) {
-      case 0: return block<R, KW, 0, ROW>(x, kb, p0, y);
-      case kRelu: return block<R, KW, kRelu, ROW>(x, kb, p0, y);
-      case kAdd: return block<R, KW, kAdd, ROW>(x, kb, p0, y, res);
-      default: return block<R, KW, kAdd | kRelu, ROW>(x, kb, p0, y, res);
+      case 0: return block<RN, KW, 0, ROW>(x, kb, p0, y);
+      case kRelu: return block<RN, KW, kRelu, ROW>(x, kb, p0, y);
+      case kAdd: return block<RN, KW, kAdd, ROW>(x, kb, p0, y, res);
+      default: return block<RN, KW, kAdd | kRelu, ROW>(x, kb, p0, y, res);
     }
+  }
+
+  // Rows of 8 or 16 output pixels at column stride 1, with two vectors of channels: R-pixel blocks
+  // (12) would mostly straddle two rows and keep an address per pixel; blocks of 8, one row's
+  // each, read at constant offsets. Where the registers hold more than 8 pixels' sums.
+  static constexpr int64_t kRowBlock = 8;
+  static bool row_blocks(const Conv2dGeometry& gp) {
+    return KV == 2 && R > kRowBlock && gp.stride_w == 1 && (gp.out_w() == 8 || gp.out_w() == 16);
+  }
+  // Pixels [p0, p0 + 8) of channel block kb, in one output row (row_blocks).
+  void row_block(const T* x, int64_t kb, int64_t p0, T* y, const T* res) const {
+    const int epi = (ep.residual != nullptr ? kAdd : 0) | (ep.relu ? kRelu : 0);
+    if (g.kw == 3) return epi_block<kRowBlock, 3, true>(epi, x, kb, p0, y, res);
+    epi_block<kRowBlock, 0, true>(epi, x, kb, p0, y, res);
   }
 };
 
@@ -346,7 +360,10 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
                                                           const Epilogue<T>& ep) {
   using Kernel = DirectConv<T, KV>;
   constexpr int64_t KB = Kernel::KB, R = Kernel::R;
-  const int64_t kblocks = ceil_div(g.k, KB), pixel_blocks = ceil_div(s.pixels, R);
+  const Conv2dGeometry gp = unpadded(g);
+  const bool rows = Kernel::row_blocks(gp);
+  const int64_t width = rows ? Kernel::kRowBlock : R;  // pixels per block
+  const int64_t kblocks = ceil_div(g.k, KB), pixel_blocks = ceil_div(s.pixels, width);
   std::shared_ptr<const void> kept;
   const T* packed = nullptr;
   if (constant_w != nullptr) {
@@ -368,9 +385,8 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
     packed = wt.data();
   }
   for (int64_t k = 0; k < kblocks * KB; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
-  const Conv2dGeometry gp = unpadded(g);
   const Kernel kernel{gp, packed, bias_kb.data(), s.taps, s.pixels, ep};
-  const int64_t per_image = kblocks * pixel_blocks, unit_work = R * s.taps * KB;
+  const int64_t per_image = kblocks * pixel_blocks, unit_work = width * s.taps * KB;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(unit_work, 1));
   parallel_for(g.n * per_image, grain, [&](int64_t u0, int64_t u1) {
     alloc::Scratch<T> xp(static_cast<size_t>(g.pad_h == 0 && g.pad_w == 0 ? 0 : gp.c * gp.h * gp.w));
@@ -382,8 +398,9 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
         xb = pad_image(g, x + b * s.in_img, xp.data());
         padded_b = b;
       }
-      kernel.pixel_block(xb, kb, q * R, y + b * s.out_img,
-                         ep.residual != nullptr ? ep.residual + b * s.out_img : nullptr);
+      const T* res = ep.residual != nullptr ? ep.residual + b * s.out_img : nullptr;
+      if (rows) kernel.row_block(xb, kb, q * width, y + b * s.out_img, res);
+      else kernel.pixel_block(xb, kb, q * R, y + b * s.out_img, res);
     }
   });
 }
