@@ -271,6 +271,16 @@ def test_a_conv_output_read_twice_or_added_to_a_later_value_folds_where_it_can()
     assert folded == ["conv1 + add + relu_y"], m.summary()
 
 
+def test_plans_for_other_input_shapes_share_the_weight_tensors(exported):
+    # Each set of input shapes gets its own plan, but the weights (a Gemm's transposed one too)
+    # are the same tensors in all of them: packed once, kept once.
+    m = nx.onnx.load(exported["mlp"])
+    for batch in (1, 3):
+        m.run(np.zeros((batch, 784), np.float32))
+    weights = [{id(t) for t in plan.template if t is not None and t.numel() > 1000} for plan in m._plans.values()]
+    assert len(weights) == 2 and len(weights[0]) == 2 and weights[0] == weights[1]
+
+
 def test_a_constant_weight_storage_packed_for_several_views():
     # Two convolutions reading halves of one constant storage: each gets its own weights, on every
     # call, though the storage keeps one packed form at a time.

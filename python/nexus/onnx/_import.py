@@ -219,6 +219,7 @@ class InferenceModel:
         self._value_inputs: set[int] = set()
         self._np_dtypes = [np.dtype(io.dtype) for io in self.inputs]
         self._fast: tuple | None = None  # (shape, plan) of the last one-input call
+        self._context = Context()  # the constants' tensors, shared by every plan
 
     # ---- running -----------------------------------------------------------------------------
 
@@ -403,7 +404,8 @@ class InferenceModel:
         return _Plan(program, template, slots, labels)
 
     def _run_nodes(self, tracer, tensors: list, labels: dict) -> list[Tensor]:
-        ctx = Context()
+        ctx = self._context
+        ctx.begin(tracer)
         env: dict[str, Any] = dict(self._consts)
         env.update({io.name: t for io, t in zip(self.inputs, tensors)})
         for node in self._nodes:

@@ -74,11 +74,29 @@ def contiguous(a: np.ndarray) -> np.ndarray:
 
 
 class Context:
-    """What handlers share during one trace: constants as tensors, entered once each."""
+    """What handlers share while tracing: constants as tensors, entered once each. One Context
+    serves every trace of a model (one per set of input shapes), so that all its plans read the
+    same weight tensors, packed for their kernels once (a fresh tensor per plan would be packed
+    and kept again for each input shape)."""
 
     def __init__(self):
         self._tensors: dict[int, Tensor] = {}
-        self._keep: list[np.ndarray] = []
+        self._keep: list[np.ndarray] = []  # keeps each id(v) unique for the model's life
+        self._derived: dict[tuple, tuple] = {}
+        self._tracer = None
+
+    def begin(self, tracer) -> None:
+        """A new trace starts: tensors made by an earlier one enter it as constant inputs."""
+        self._tracer = tracer
+
+    def derived(self, source: np.ndarray, how: tuple, make) -> np.ndarray:
+        """A constant computed from the constant ``source`` (a Gemm's transposed, scaled weight)
+        by ``make()``, once per source and ``how``: the same array, hence the same tensor, in every
+        trace. (The entry holds the source, so its id names it alone.)"""
+        key = (id(source), *how)
+        if key not in self._derived:
+            self._derived[key] = (source, make())
+        return self._derived[key][1]
 
     def tensor(self, v) -> Tensor:
         """``v`` as a Nexus tensor: a constant array enters the trace once (as a constant input)."""
@@ -86,9 +104,11 @@ class Context:
             return v
         t = self._tensors.get(id(v))
         if t is None:
-            t = F.from_numpy(contiguous(v))
+            t = F.from_numpy(contiguous(v))  # the tracer records it as a constant input
             self._tensors[id(v)] = t
-            self._keep.append(v)  # keeps id(v) unique while the trace runs
+            self._keep.append(v)
+        elif self._tracer is not None and id(t) not in self._tracer.values:  # made by an earlier trace
+            self._tracer.bind_input(f"const{len(self._tracer.sources)}", t, ("const", t))
         return t
 
     def operand(self, v, other):
@@ -233,9 +253,12 @@ def _gemm(ctx: Context, node: Node, a, b, c=None):
     a = ctx.tensor(a)
     if node.attr("transA", 0):
         a = F.transpose(a, 0, 1)
-    if isinstance(b, np.ndarray):  # weights: transposed and scaled once, here
-        b = b.T if node.attr("transB", 0) else b
-        b = contiguous(b * np.asarray(alpha, b.dtype) if alpha != 1.0 else b)
+    if isinstance(b, np.ndarray):  # weights: transposed and scaled once per model
+        trans = node.attr("transB", 0)
+
+        def weight(w=b.T if trans else b):
+            return contiguous(w * np.asarray(alpha, w.dtype) if alpha != 1.0 else w)
+        b = ctx.derived(b, ("gemm weight", trans, alpha), weight)
         alpha = 1.0
     elif node.attr("transB", 0):
         b = F.transpose(b, 0, 1)
