@@ -242,8 +242,7 @@ template <class T, int64_t KV> struct DirectConv {
     }
   }
 
-  // The last n < R pixels of an image, with the block of exactly that width; then the epilogue,
-  // if any, over them (one block per image: a plain loop).
+  // The last n < R pixels of an image, with the block of exactly that width (no epilogue).
   template <int64_t RN, int64_t KW> void tail(const T* x, int64_t kb, int64_t p0, int64_t n, T* y) const {
     if constexpr (RN > 0) {
       if (n == RN) return block<RN, KW>(x, kb, p0, y);
@@ -260,7 +259,7 @@ template <class T, int64_t KV> struct DirectConv {
       return full_block<0>(epi, x, kb, p0, y, res);
     }
     g.kw == 3 ? tail<R - 1, 3>(x, kb, p0, n, y) : tail<R - 1, 0>(x, kb, p0, n, y);
-    if (!ep.any()) return;
+    if (!ep.any()) return;  // then the epilogue over them: one such block per image, a plain loop
     const int64_t k0 = kb * KB, kn = std::min(KB, g.k - k0);
     for (int64_t k = k0; k < k0 + kn; ++k)
       for (int64_t p = p0; p < p0 + n; ++p)

@@ -68,9 +68,6 @@ void pack(const float* b, int64_t k, int64_t n, int64_t sk, int64_t sn, float* p
                });
 }
 
-// y rows [0, RM) x the columns of PN panels from panel p on = a's RM rows times those panels.
-// Few rows take several panels at once: their sums are independent chains of fused
-// multiply-adds, where one panel's two would wait on each other's latency (a batch-1 product).
 // The epilogue of an inference graph's Gemm: y = relu(y + bias), bias padded to whole panels (or
 // null), applied to the sums' vectors before they are stored; the ops' own expressions, so the
 // result has their bits.
@@ -79,6 +76,9 @@ struct Epilogue {
   bool relu = false;
 };
 
+// y rows [0, RM) x the columns of PN panels from panel p on = a's RM rows times those panels.
+// Few rows take several panels at once: their sums are independent chains of fused
+// multiply-adds, where one panel's two would wait on each other's latency (a batch-1 product).
 template <int64_t RM, int64_t PN> void micro(const float* a, int64_t lda, const float* panels, int64_t p, int64_t k,
                                              int64_t n, float* y, int64_t ldy, const Epilogue& ep) {
   const float* panel = panels + p * k * NR;
