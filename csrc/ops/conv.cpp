@@ -102,9 +102,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stri
 
 Tensor conv2d_epilogue(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride_h, int64_t stride_w,
                        int64_t pad_h, int64_t pad_w, int64_t groups, const Tensor& residual, bool relu) {
-  bool grad = false;
-  for (const Tensor& t : {x, w, bias, residual}) grad = grad || (t.defined() && t.requires_grad());
-  NX_CHECK(!grad || !autograd::grad_enabled(),
+  NX_CHECK(!autograd::would_record({x, w, bias, residual}),
            "conv2d with a fused add/relu epilogue has no backward; it is made for inference graphs, where no input "
            "requires grad (use conv2d, then the add and relu, to differentiate)");
   const ConvCall c = conv_call(x, w, bias, stride_h, stride_w, pad_h, pad_w, groups, residual);
@@ -131,8 +129,7 @@ Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t s
   Tensor xc = contiguous(cast(x.detach(), cdt));
   Tensor out = Tensor::empty({g.n, g.c, g.out_h(), g.out_w()}, cdt, x.device());
   // the winners' indices only where a backward may need them
-  const bool grad = autograd::grad_enabled() && x.requires_grad();
-  Tensor argmax = grad ? Tensor::empty(out.shape(), DType::Int64, x.device()) : Tensor();
+  Tensor argmax = autograd::would_record({x}) ? Tensor::empty(out.shape(), DType::Int64, x.device()) : Tensor();
   kernel::max_pool2d_forward(g, xc, out, argmax);
   return autograd::record("max_pool2d", cast(out, x.dtype()), {x}, grad::max_pool2d(argmax, g));
 }

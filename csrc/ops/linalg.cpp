@@ -77,6 +77,24 @@ template <class T> void gemm_batched(const Tensor& out, const Tensor& a, const T
   }
 }
 
+// relu(a @ b + bias) (bias and relu optional) by the packed kernel, for a float32 host product whose
+// b (k, n) has constant storage: an inference model's weights, packed once (gemm_kernel.cpp).
+// a is (..., k); returns an undefined tensor where the product is not of that kind.
+Tensor constant_product(const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
+  const int64_t k = b.dim(0), n = b.dim(1);
+  const bool host_f32 = a.dtype() == DType::Float32 && b.dtype() == DType::Float32 && a.device().is_cpu() &&
+                        b.device().is_cpu() &&
+                        (!bias.defined() || (bias.dtype() == DType::Float32 && bias.device().is_cpu()));
+  if (!host_f32 || !b.storage()->constant() || a.numel() == 0 || k == 0 || n == 0) return Tensor();
+  Tensor rows = reshape(a, {-1, k});
+  if (rows.strides()[1] != 1) rows = contiguous(rows);
+  Tensor out = Tensor::empty({rows.dim(0), n}, DType::Float32);
+  cpu::kernels().matmul_constant(out, rows, b, bias.defined() ? contiguous(reshape(bias, {n})) : Tensor(), relu);
+  Shape shape = a.shape();
+  shape.back() = n;
+  return reshape(out, shape);
+}
+
 }  // namespace
 
 // Batched matmul on operands with ndim >= 2 (the differentiable primitive).
@@ -111,47 +129,34 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const DType kdt = !dev.is_cpu() && (dt == DType::Float16 || dt == DType::BFloat16) ? dt : cdt;
   Tensor ac = cpu::broadcast_view(cast(a.detach(), kdt), sa);
   Tensor bc = cpu::broadcast_view(cast(b.detach(), kdt), sb);
-  Tensor out = Tensor::empty(so, kdt, dev);
-  if (dev.is_cpu() && kdt == DType::Float32 && batch.empty() && bc.storage()->constant() && out.numel() > 0 && ka > 0) {
-    // b is an inference model's weights: its packed form is kept, no BLAS packing per call
-    if (ac.strides()[1] != 1) ac = contiguous(ac);
-    cpu::kernels().matmul_constant(out, ac, bc, Tensor(), false);
-  } else if (dev.is_cpu()) {
-    dispatch_compute(cdt, "matmul", [&](auto t) { gemm_batched<decltype(t)>(out, ac, bc); });
-  } else if (!is_floating(cdt)) {  // cuBLAS multiplies floats: integers go through the host
-    out = to_device(matmul_nd(to_device(a.detach(), Device::cpu()), to_device(b.detach(), Device::cpu())), dev);
-  } else {
-    device::backend(dev).matmul(out, ac, bc);
+  // b an inference model's weights: their packed form is kept, no BLAS packing per call
+  Tensor out = batch.empty() ? constant_product(ac, bc, Tensor(), false) : Tensor();
+  if (!out.defined()) {
+    out = Tensor::empty(so, kdt, dev);
+    if (dev.is_cpu()) {
+      dispatch_compute(cdt, "matmul", [&](auto t) { gemm_batched<decltype(t)>(out, ac, bc); });
+    } else if (!is_floating(cdt)) {  // cuBLAS multiplies floats: integers go through the host
+      out = to_device(matmul_nd(to_device(a.detach(), Device::cpu()), to_device(b.detach(), Device::cpu())), dev);
+    } else {
+      device::backend(dev).matmul(out, ac, bc);
+    }
   }
   out = cast(out, dt);
   return autograd::record("matmul", out, {a, b}, grad::matmul(a, b));
 }
 
 Tensor matmul_epilogue(const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
-  bool grad = false;
-  for (const Tensor& t : {a, b, bias}) grad = grad || (t.defined() && t.requires_grad());
-  NX_CHECK(!grad || !autograd::grad_enabled(),
+  NX_CHECK(!autograd::would_record({a, b, bias}),
            "matmul with a fused bias/relu epilogue has no backward; it is made for inference graphs, where no input "
            "requires grad (use matmul, then the add and relu, to differentiate)");
   NX_CHECK(a.ndim() >= 2 && b.ndim() == 2 && a.shape().back() == b.dim(0),
            "matmul: an epilogue needs a (..., k) @ "
            "(k, n) product, got shapes ",
            shape_str(a.shape()), " and ", shape_str(b.shape()));
-  const int64_t k = b.dim(0), n = b.dim(1);
+  const int64_t n = b.dim(1);
   NX_CHECK(!bias.defined() || (bias.numel() == n && bias.shape().back() == n), "matmul: a bias of shape ",
            shape_str(bias.defined() ? bias.shape() : Shape{}), " must hold the product's ", n, " columns");
-  const bool f32 =
-      a.dtype() == DType::Float32 && b.dtype() == DType::Float32 && (!bias.defined() || bias.dtype() == DType::Float32);
-  if (f32 && a.device().is_cpu() && b.device().is_cpu() && (!bias.defined() || bias.device().is_cpu()) &&
-      b.storage()->constant() && a.numel() > 0 && k > 0 && n > 0) {
-    Tensor rows = reshape(a, {-1, k});
-    if (rows.strides()[1] != 1) rows = contiguous(rows);
-    Tensor out = Tensor::empty({rows.dim(0), n}, DType::Float32);
-    cpu::kernels().matmul_constant(out, rows, b, bias.defined() ? contiguous(reshape(bias, {n})) : Tensor(), relu);
-    Shape shape = a.shape();
-    shape.back() = n;
-    return reshape(out, shape);
-  }
+  if (Tensor out = constant_product(a, b, bias, relu); out.defined()) return out;
   Tensor out = matmul(a, b);  // the ops it stands for, one by one
   if (bias.defined()) out = add(out, bias);
   return relu ? unary(UnaryOp::Relu, out) : out;

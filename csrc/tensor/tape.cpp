@@ -51,11 +51,15 @@ static thread_local bool tls_grad_enabled = true;
 bool grad_enabled() { return tls_grad_enabled; }
 void set_grad_enabled(bool on) { tls_grad_enabled = on; }
 
+bool would_record(const std::vector<Tensor>& inputs) {
+  if (!tls_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
 Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn fn) {
-  if (!tls_grad_enabled) return out;
-  bool any = false;
-  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
-  if (!any) return out;
+  if (!would_record(inputs)) return out;
   auto node = std::make_shared<Node>();
   node->name = name;
   node->backward = std::move(fn);

@@ -47,6 +47,9 @@ class NoGradGuard {
   bool prev_;
 };
 
+// Whether record() would attach a backward for these inputs: grad mode is on and one requires grad.
+bool would_record(const std::vector<Tensor>& inputs);
+
 // Attaches `fn` to `out` when grad mode is on and some input requires grad. Returns `out`.
 Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, BackwardFn fn);
 

@@ -102,7 +102,8 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter, Device device)
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
-std::shared_ptr<const void> Storage::derived(uint64_t key, const std::function<std::shared_ptr<const void>()>& make) {
+std::shared_ptr<const void> Storage::derived(const std::vector<int64_t>& key,
+                                             const std::function<std::shared_ptr<const void>()>& make) {
   std::lock_guard<std::mutex> lock(derived_mu_);
   if (!derived_ || derived_key_ != key) {
     derived_ = make();

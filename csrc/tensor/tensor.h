@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -40,9 +41,11 @@ class Storage {
   // their inner loop) beside it, made once instead of on every call.
   void mark_constant() { constant_.store(true, std::memory_order_release); }
   bool constant() const { return constant_.load(std::memory_order_acquire); }
-  // The derived form made under `key` (what it is and which part it covers): made by `make` on
-  // first use, or again when a different key asks. Safe from several threads at once.
-  std::shared_ptr<const void> derived(uint64_t key, const std::function<std::shared_ptr<const void>()>& make);
+  // The derived form `key` names exactly (what form, and of which part: offset, sizes, strides):
+  // made by `make` on first use, or again when a different key asks (one form is kept at a time).
+  // Safe from several threads at once.
+  std::shared_ptr<const void> derived(const std::vector<int64_t>& key,
+                                      const std::function<std::shared_ptr<const void>()>& make);
 
  private:
   void* data_;
@@ -51,7 +54,7 @@ class Storage {
   std::function<void(void*)> deleter_;
   std::atomic<bool> constant_{false};
   std::mutex derived_mu_;
-  uint64_t derived_key_ = 0;
+  std::vector<int64_t> derived_key_;
   std::shared_ptr<const void> derived_;
 };
 

@@ -6,7 +6,6 @@
 // of images shares one gemm with their columns side by side. Backward reverses it: dcol = w^T *
 // dy scattered back by col2im gives dx, and dw = dy * col^T summed over the batch.
 #include "ops/cpu/kernels.h"
-#include "ops/cpu/conv_common.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,7 +14,9 @@
 
 #include "base/error.h"
 #include "base/thread_pool.h"
+#include "codegen/kernel_prelude.h"  // kern::relu, the op the epilogues apply
 #include "ops/blas.h"
+#include "ops/cpu/conv_common.h"
 #include "tensor/allocator.h"
 
 // The direct kernels' lambdas return GCC vectors wider than the baseline's registers; GCC notes
@@ -153,7 +154,7 @@ template <class T> struct Epilogue {
   bool any() const { return residual != nullptr || relu; }
   T operator()(T v, T res) const {
     if (residual != nullptr) v = v + res;
-    return relu ? (v > T(0) ? v : (v != v ? v : T(0))) : v;
+    return relu ? kern::relu(v) : v;
   }
   // y[0, n) in place, after a path that does not apply it as it stores (over the pool).
   void apply(T* y, int64_t n) const {
@@ -174,11 +175,7 @@ template <class T, int64_t KV> struct DirectConv {
   int64_t taps, pixels;
   Epilogue<T> ep;  // applied as the block stores (res: the image's residual, when ep has one)
 
-  static V load(const T* p) {
-    V v;
-    std::memcpy(&v, p, sizeof(V));
-    return v;
-  }
+  static V load(const T* p) { return load_vector<V>(p); }
 
   // y (one image's output) for channel block kb and output pixels [p0, p0 + RN) in row-major
   // order (a block may span rows: narrow outputs such as 8x8 fill whole blocks). KW is the kernel
@@ -237,7 +234,7 @@ template <class T, int64_t KV> struct DirectConv {
       for (int64_t k = 0; k < kn; ++k, dst += pixels, rs += pixels)
         for (int64_t r = 0; r < RN; ++r) {
           const T v = dst[r] + rs[r];
-          dst[r] = (EPI & kRelu) == 0 || v > T(0) ? v : (v != v ? v : T(0));
+          dst[r] = (EPI & kRelu) != 0 ? kern::relu(v) : v;
         }
     }
   }
@@ -342,13 +339,6 @@ template <class T> void pack_channel_blocks(const T* w, const int64_t k, const i
                });
 }
 
-// Weights of a constant storage packed once (Storage::derived), kept beside it.
-template <class T> struct PackedWeights {
-  const T* w;  // the weights packed (where in the storage)
-  int64_t k, taps, kb;
-  std::vector<T> wt;
-};
-
 // The direct forward over the pool: one unit of work is one block of R output pixels of one
 // channel block of one image, units ordered image-major so a thread's run pads each image once
 // and reuses a channel block's weights across its pixels. KV = 1 (one vector of channels) when k
@@ -363,19 +353,16 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
   const bool rows = Kernel::row_blocks(gp);
   const int64_t width = rows ? Kernel::kRowBlock : R;  // pixels per block
   const int64_t kblocks = ceil_div(g.k, KB), pixel_blocks = ceil_div(s.pixels, width);
-  std::shared_ptr<const void> kept;
+  std::shared_ptr<const void> kept;  // the packed form kept beside a constant storage
   const T* packed = nullptr;
   if (constant_w != nullptr) {
-    const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(w)) * 131 + uint64_t(KB) * 9 + sizeof(T);
-    kept = constant_w->derived(key, [&] {
-      auto p = std::make_shared<PackedWeights<T>>(PackedWeights<T>{w, g.k, s.taps, KB, {}});
-      p->wt.resize(static_cast<size_t>(kblocks * s.taps * KB));
-      pack_channel_blocks(w, g.k, s.taps, KB, p->wt.data());
+    const int64_t at = reinterpret_cast<const char*>(w) - static_cast<const char*>(constant_w->data());
+    kept = constant_w->derived({'c', at, int64_t(sizeof(T)), KB, g.k, s.taps}, [&] {
+      auto p = std::make_shared<std::vector<T>>(static_cast<size_t>(kblocks * s.taps * KB));
+      pack_channel_blocks(w, g.k, s.taps, KB, p->data());
       return std::shared_ptr<const void>(std::move(p));
     });
-    // the key names where and how; the sizes confirm it (else this call packs its own copy)
-    const auto* p = static_cast<const PackedWeights<T>*>(kept.get());
-    if (p->w == w && p->k == g.k && p->taps == s.taps && p->kb == KB) packed = p->wt.data();
+    packed = static_cast<const std::vector<T>*>(kept.get())->data();
   }
   alloc::Scratch<T> wt(static_cast<size_t>(packed ? 0 : kblocks * s.taps * KB));
   alloc::Scratch<T> bias_kb(static_cast<size_t>(kblocks * KB));

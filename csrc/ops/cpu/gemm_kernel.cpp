@@ -45,12 +45,6 @@ V load(const float* p) {
   return v;
 }
 
-struct Packed {
-  const float* b;  // what was packed: b's first element and its strides, k and n
-  int64_t k, n, sk, sn;
-  std::vector<float> panels;  // [n / NR rounded up][k][NR]
-};
-
 void pack(const float* b, int64_t k, int64_t n, int64_t sk, int64_t sn, float* panels) {
   const int64_t count = (n + NR - 1) / NR;
   parallel_for(count, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, k * NR)),
@@ -157,21 +151,13 @@ void add_gemm(Kernels& kt) {
   kt.matmul_constant = [](const Tensor& y, const Tensor& a, const Tensor& b, const Tensor& bias, bool relu) {
     const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1), sk = b.strides()[0], sn = b.strides()[1];
     const float* bp = b.data<float>();
-    const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(bp)) * 31 + uint64_t(NR);
-    std::shared_ptr<const void> kept = b.storage()->derived(key, [&] {
-      auto p = std::make_shared<Packed>(Packed{bp, k, n, sk, sn, {}});
-      p->panels.resize(size_t((n + NR - 1) / NR * k * NR));
-      pack(bp, k, n, sk, sn, p->panels.data());
+    // the panels, [n / NR rounded up][k][NR], kept beside b's storage
+    std::shared_ptr<const void> kept = b.storage()->derived({'g', b.offset(), NR, k, n, sk, sn}, [&] {
+      auto p = std::make_shared<std::vector<float>>(size_t((n + NR - 1) / NR * k * NR));
+      pack(bp, k, n, sk, sn, p->data());
       return std::shared_ptr<const void>(std::move(p));
     });
-    const auto* p = static_cast<const Packed*>(kept.get());
-    std::vector<float> own;  // the key names where; the sizes confirm it, else pack this call's copy
-    const float* panels = p->panels.data();
-    if (p->b != bp || p->k != k || p->n != n || p->sk != sk || p->sn != sn) {
-      own.resize(size_t((n + NR - 1) / NR * k * NR));
-      pack(bp, k, n, sk, sn, own.data());
-      panels = own.data();
-    }
+    const float* panels = static_cast<const std::vector<float>*>(kept.get())->data();
     std::vector<float> padded;  // the bias over whole panels (zeros past n)
     if (bias.defined()) {
       padded.assign(size_t((n + NR - 1) / NR * NR), 0.0f);
