@@ -149,11 +149,15 @@ class _Plan:
     def __init__(self, program, template: list, arg_slots: list[tuple[int, int]], labels: dict):
         self.program, self.template, self.arg_slots, self.labels = program, template, arg_slots, labels
 
-    def run(self, tensors: list[Tensor]) -> list[Tensor]:
+    def feed(self, tensors: list[Tensor]) -> list[Tensor]:
+        """The program's inputs: the constants, with the model's inputs in their slots."""
         feed = list(self.template)
         for slot, i in self.arg_slots:
             feed[slot] = tensors[i]
-        return self.program.run(feed)
+        return feed
+
+    def run(self, tensors: list[Tensor]) -> list[Tensor]:
+        return self.program.run(self.feed(tensors))
 
 
 class InferenceModel:
@@ -256,7 +260,7 @@ class InferenceModel:
                 return self._outputs(plan.run([F.from_numpy(x)]), True)
         feeds = self._feeds(inputs, named)
         as_numpy = not all(isinstance(v, Tensor) for v in feeds)
-        tensors = [v if isinstance(v, Tensor) else F.from_numpy(contiguous(v)) for v in feeds]
+        tensors = self._tensors(feeds)
         plan = self._plans.get(self._key(tensors))
         if plan is None:
             plan = self._plan_for(tensors)
@@ -288,12 +292,9 @@ class InferenceModel:
         """
         if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
             raise ValueError(f"profile: runs must be a positive int, got {runs!r}")
-        feeds = self._feeds(inputs, named)
-        tensors = [v if isinstance(v, Tensor) else F.from_numpy(contiguous(v)) for v in feeds]
+        tensors = self._tensors(self._feeds(inputs, named))
         plan = self._plans.get(self._key(tensors)) or self._plan_for(tensors)
-        feed = list(plan.template)
-        for slot, i in plan.arg_slots:
-            feed[slot] = tensors[i]
+        feed = plan.feed(tensors)
         plan.program.run(feed)  # warm: kernels compiled, memory touched
         times = np.median([plan.program.profile(feed) for _ in range(runs)], axis=0)
         program = plan.program
@@ -359,6 +360,11 @@ class InferenceModel:
                                          f"input '{io.name}'")
             out.append(v)
         return out
+
+    @staticmethod
+    def _tensors(feeds: list) -> list[Tensor]:
+        """Checked feeds as Nexus tensors (numpy arrays wrapped, not copied, where C-ordered)."""
+        return [v if isinstance(v, Tensor) else F.from_numpy(contiguous(v)) for v in feeds]
 
     def _key(self, tensors: list[Tensor]) -> tuple:
         key = tuple(t.shape for t in tensors)  # the dtypes are the model's (checked by _feeds)
