@@ -26,6 +26,16 @@
 namespace nexus::ops::cpu::NX_CPU_VARIANT {
 namespace {
 
+// The output positions [lo, hi) along one axis whose input index o*stride - pad + tap lies
+// inside [0, in). Outside that range the tap reads padding.
+Range valid_range(int64_t out, int64_t in, int64_t stride, int64_t pad, int64_t tap) {
+  const int64_t first = pad - tap;     // need o*stride >= first
+  const int64_t end = in + pad - tap;  // need o*stride < end
+  const int64_t lo = std::min(out, first <= 0 ? int64_t{0} : ceil_div(first, stride));
+  const int64_t hi = std::min(out, end <= 0 ? int64_t{0} : ceil_div(end, stride));
+  return {lo, std::max(lo, hi)};
+}
+
 // ---- conv2d helpers -------------------------------------------------------------------------
 
 // Element counts of one image.
