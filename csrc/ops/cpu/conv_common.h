@@ -1,12 +1,16 @@
-// Pieces the convolution kernels' files share (conv_kernel.cpp, conv_plane_kernel.cpp), compiled
-// into each CPU variant's namespace like them. Internal to those files.
+// Pieces the convolution kernels' files share (conv_kernel.cpp, conv_plane_kernel.cpp,
+// conv_winograd_kernel.cpp), compiled into each CPU variant's namespace like them. Internal to
+// those files.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "base/thread_pool.h"
+#include "codegen/kernel_prelude.h"  // kern::relu, the op the epilogues apply
 #include "ops/cpu/conv_kernel.h"
+#include "tensor/tensor.h"  // Storage
 
 namespace nexus::ops::cpu::NX_CPU_VARIANT {
 namespace {
@@ -38,12 +42,78 @@ template <class V, class T> V load_vector(const T* p) {
   return v;
 }
 
+// n bytes from src to dst (not overlapping) in vector-sized moves, not a call: the rows a
+// convolution pads are a few dozen floats, where memmove's and memset's calls cost more than
+// the copy (10 % of a ResNet-style model's batch-1 time went to them).
+#define NX_NO_LIBC_CALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+NX_NO_LIBC_CALLS inline void copy_bytes(char* __restrict dst, const char* __restrict src, int64_t n) {
+  int64_t i = 0;
+  for (; i + kVecBytes <= n; i += kVecBytes) std::memcpy(dst + i, src + i, kVecBytes);
+  for (; i < n; ++i) dst[i] = src[i];
+}
+NX_NO_LIBC_CALLS inline void zero_bytes(char* dst, int64_t n) {
+  typedef char Bytes __attribute__((vector_size(kVecBytes)));
+  const Bytes zeros = {};
+  int64_t i = 0;
+  for (; i + kVecBytes <= n; i += kVecBytes) std::memcpy(dst + i, &zeros, kVecBytes);
+  for (; i < n; ++i) dst[i] = 0;
+}
+
+// Rows [r0, r1) of each of the image's planes zero-padded to (h + 2*pad_h) x (w + 2*pad_w),
+// each element written once: a padding row as zeros, an inner row as its left zeros, the
+// image's row and its right zeros. A thread that computes part of an image pads only the rows
+// its output rows read.
+template <class T>
+NX_NO_LIBC_CALLS void pad_rows(const Conv2dGeometry& g, const T* x, int64_t r0, int64_t r1, T* padded) {
+  const int64_t ph = g.h + 2 * g.pad_h, pw = g.w + 2 * g.pad_w, z = sizeof(T);
+  for (int64_t ci = 0; ci < g.c; ++ci)
+    for (int64_t r = r0; r < r1; ++r) {
+      char* row = reinterpret_cast<char*>(padded + (ci * ph + r) * pw);
+      const int64_t in = r - g.pad_h;
+      if (in < 0 || in >= g.h) {
+        zero_bytes(row, pw * z);
+        continue;
+      }
+      zero_bytes(row, g.pad_w * z);
+      copy_bytes(row + g.pad_w * z, reinterpret_cast<const char*>(x + (ci * g.h + in) * g.w), g.w * z);
+      zero_bytes(row + (g.pad_w + g.w) * z, g.pad_w * z);
+    }
+}
+
 }  // namespace
+
+// What a convolution's output gets on its way out, in an inference graph whose Add and ReLU were
+// folded into it: y = relu(conv + residual), residual of y's shape (or none), relu optional. The
+// same expressions as the ops they replace, so the result is bit for bit theirs.
+template <class T> struct Epilogue {
+  const T* residual = nullptr;
+  bool relu = false;
+
+  bool any() const { return residual != nullptr || relu; }
+  T operator()(T v, T res) const {
+    if (residual != nullptr) v = v + res;
+    return relu ? kern::relu(v) : v;
+  }
+  // y[0, n) in place, after a path that does not apply it as it stores (over the pool).
+  void apply(T* y, int64_t n) const {
+    if (!any()) return;
+    parallel_for(n, kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] = (*this)(y[i], residual != nullptr ? residual[i] : T(0));
+    });
+  }
+};
 
 // Plane kernels (conv_plane_kernel.cpp): a convolution, or groups, of few output channels each,
 // one output (or input) channel's plane at a time, vectorised along the output row.
 template <class T> void conv2d_forward_planes(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y);
 template <class T>
 void conv2d_backward_planes(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias);
+
+// Winograd F(2x2, 3x3) (conv_winograd_kernel.cpp): float32 3x3 convolutions at stride 1 whose
+// output tiles fill this variant's vectors (winograd_forward says which).
+bool winograd_forward(const Conv2dGeometry& g);
+// As conv2d_forward: constant_w, the storage of a constant w (its transformed form is kept).
+void conv2d_forward_winograd(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,
+                             Storage* constant_w, const Epilogue<float>& ep);
 
 }  // namespace nexus::ops::cpu::NX_CPU_VARIANT

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "base/error.h"
@@ -133,26 +134,6 @@ Conv2dGeometry unpadded(const Conv2dGeometry& g) {
   return p;
 }
 
-// Rows [r0, r1) of each of the image's planes zero-padded to (h + 2*pad_h) x (w + 2*pad_w),
-// each element written once: a padding row as zeros, an inner row as its left zeros, the
-// image's row and its right zeros. A thread that computes part of an image pads only the rows
-// its output rows read.
-template <class T> void pad_rows(const Conv2dGeometry& g, const T* x, int64_t r0, int64_t r1, T* padded) {
-  const int64_t ph = g.h + 2 * g.pad_h, pw = g.w + 2 * g.pad_w;
-  for (int64_t ci = 0; ci < g.c; ++ci)
-    for (int64_t r = r0; r < r1; ++r) {
-      T* row = padded + (ci * ph + r) * pw;
-      const int64_t in = r - g.pad_h;
-      if (in < 0 || in >= g.h) {
-        std::fill(row, row + pw, T(0));
-        continue;
-      }
-      std::fill(row, row + g.pad_w, T(0));
-      std::copy(x + (ci * g.h + in) * g.w, x + (ci * g.h + in + 1) * g.w, row + g.pad_w);
-      std::fill(row + g.pad_w + g.w, row + pw, T(0));
-    }
-}
-
 // One image zero-padded into `padded` (or x itself when g has no padding).
 template <class T> const T* pad_image(const Conv2dGeometry& g, const T* x, T* padded) {
   if (g.pad_h == 0 && g.pad_w == 0) return x;
@@ -168,27 +149,6 @@ template <class T> const T* pad_image(const Conv2dGeometry& g, const T* x, T* pa
 // contraction on (CMakeLists.txt), so that is one fused multiply-add, as in a BLAS kernel. R is
 // what the variant's registers hold: kAccRegs[KV] accumulators, KV weights and one broadcast.
 // With 32 registers, one vector of channels takes 16 pixels, not 24 (measured faster, Zen 4).
-
-// What a convolution's output gets on its way out, in an inference graph whose Add and ReLU were
-// folded into it: y = relu(conv + residual), residual of y's shape (or none), relu optional. The
-// same expressions as the ops they replace, so the result is bit for bit theirs.
-template <class T> struct Epilogue {
-  const T* residual = nullptr;
-  bool relu = false;
-
-  bool any() const { return residual != nullptr || relu; }
-  T operator()(T v, T res) const {
-    if (residual != nullptr) v = v + res;
-    return relu ? kern::relu(v) : v;
-  }
-  // y[0, n) in place, after a path that does not apply it as it stores (over the pool).
-  void apply(T* y, int64_t n) const {
-    if (!any()) return;
-    parallel_for(n, kElementwiseGrain, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) y[i] = (*this)(y[i], residual != nullptr ? residual[i] : T(0));
-    });
-  }
-};
 
 template <class T, int64_t KV> struct DirectConv {
   typedef T V __attribute__((vector_size(kVecBytes)));  // (a `using` would drop the attribute)
@@ -513,6 +473,9 @@ void conv2d_forward_other(const Conv2dGeometry& g, const ConvSizes& s, const T* 
 template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y,
                                        Storage* constant_w, const Epilogue<T>& ep) {
   const ConvSizes s = conv_sizes(g);
+  if constexpr (std::is_same_v<T, float>) {
+    if (winograd_forward(g)) return conv2d_forward_winograd(g, x, w, bias, y, constant_w, ep);
+  }
   if (g.groups == 1 && !plane_kernels(g) && direct_forward(g, s)) {
     if (one_vector<T>(g.k)) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y, constant_w, ep);
     return conv2d_forward_direct<T, 2>(g, s, x, w, bias, y, constant_w, ep);

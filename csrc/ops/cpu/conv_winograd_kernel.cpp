@@ -1,0 +1,335 @@
+// Winograd F(2x2, 3x3) for float32 3x3 convolutions at stride 1 (Lavin and Gray, "Fast
+// Algorithms for Convolutional Neural Networks", 2016). Each 2x2 tile of output pixels comes from
+// the 4x4 patch of input it reads: the patch d and the filter g are transformed, multiplied
+// element by element and summed over input channels, and the sum transformed back,
+//   Y = A^T [ sum over c of (G g G^T) . (B^T d B) ] A,
+// 16 products per tile and channel pair where the direct kernel makes 36 (4 pixels x 9 taps).
+// The transforms only add and halve; their rounding differs from the direct sum's by a few ulps.
+//
+// Layout: a vector's lanes are L output tiles of one image, in row-major tile order (one tile
+// row, or 2 or 4 whole tile rows when a row has fewer than L tiles). For each group of L tiles:
+//   1. the input transform, channel by channel: the patches' rows are strided loads (tile t
+//      starts at column 2t), made of contiguous loads and even/odd lane shuffles;
+//   2. for each block of KR output channels and each of the 16 transformed positions, the sum
+//      over input channels: KR accumulators of L tiles, each input vector times KR broadcast
+//      transformed weights (the direct kernel's shape, with channels for taps);
+//   3. the output transform, bias and epilogue, and the 2x2 tiles interleaved back into rows:
+//      whole-vector stores into the NCHW output.
+// The filters' transform is made once for a constant weight, as the direct kernel's packing.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "ops/cpu/conv_common.h"
+#include "tensor/allocator.h"
+
+// GCC vectors wider than the baseline's registers; their ABI differs between variants, which is
+// moot for functions local to this file.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace nexus::ops::cpu::NX_CPU_VARIANT {
+namespace {
+
+typedef float V __attribute__((vector_size(kVecBytes)));
+typedef float H __attribute__((vector_size(kVecBytes / 2)));
+typedef int32_t IV __attribute__((vector_size(kVecBytes)));
+constexpr int64_t L = kVecBytes / sizeof(float);
+constexpr int kXi = 16;  // transformed positions per tile (4x4)
+// Output channels summed at once: accumulators held in registers beside the input vector.
+constexpr int64_t kMaxKR = kAccRegs[2] >= 24 ? 16 : 8;
+
+template <int... I> V shuffle_even(V a, V b, std::integer_sequence<int, I...>) {
+  return __builtin_shuffle(a, b, IV{(2 * I)...});
+}
+template <int... I> V shuffle_odd(V a, V b, std::integer_sequence<int, I...>) {
+  return __builtin_shuffle(a, b, IV{(2 * I + 1)...});
+}
+template <int... I> V shuffle_zip(V a, V b, int half, std::integer_sequence<int, I...>) {
+  return half == 0 ? __builtin_shuffle(a, b, IV{((I % 2) * int(L) + I / 2)...})
+                   : __builtin_shuffle(a, b, IV{((I % 2) * int(L) + int(L) / 2 + I / 2)...});
+}
+template <int... I> V concat(H a, H b, std::integer_sequence<int, I...>) { return __builtin_shufflevector(a, b, I...); }
+template <int... I> H half_of(V a, int half, std::integer_sequence<int, I...>) {
+  return half == 0 ? __builtin_shufflevector(a, a, I...) : __builtin_shufflevector(a, a, (I + int(L) / 2)...);
+}
+// Within segments of S lanes: lane l takes lane l - 1 (in) or l + 1 (out) of a, and the first
+// (in) or last (out) lane of each segment takes lane 0 of b.
+template <int S, int... I> V shuffle_in(V a, V b, std::integer_sequence<int, I...>) {
+  return __builtin_shuffle(a, b, IV{(I % S == 0 ? int(L) : I - 1)...});
+}
+template <int S, int... I> V shuffle_out(V a, V b, std::integer_sequence<int, I...>) {
+  return __builtin_shuffle(a, b, IV{(I % S == S - 1 ? int(L) : I + 1)...});
+}
+constexpr auto kLanes = std::make_integer_sequence<int, int(L)>();
+constexpr auto kHalfLanes = std::make_integer_sequence<int, int(L) / 2>();
+
+// Lanes 0, 2, 4, ... (even) or 1, 3, 5, ... (odd) of the 2L floats a, b.
+V even(V a, V b) { return shuffle_even(a, b, kLanes); }
+V odd(V a, V b) { return shuffle_odd(a, b, kLanes); }
+// a's lanes moved up (in) or down (out) by one within segments of S lanes, b's lane 0 entering.
+template <int S> V move_in(V a, V b) { return shuffle_in<S>(a, b, kLanes); }
+template <int S> V move_out(V a, V b) { return shuffle_out<S>(a, b, kLanes); }
+// a and b interleaved: a0 b0 a1 b1 ... (half 0: the first L of those 2L floats; half 1: the rest).
+V zip(V a, V b, int half) { return shuffle_zip(a, b, half, kLanes); }
+
+// 2L floats in ROWS segments of 2L/ROWS, segment r at p + r * stride, as two vectors.
+template <int ROWS> void load_seq(const float* p, int64_t stride, V& a, V& b) {
+  if constexpr (ROWS == 1) {
+    a = load_vector<V>(p), b = load_vector<V>(p + L);
+  } else if constexpr (ROWS == 2) {
+    a = load_vector<V>(p), b = load_vector<V>(p + stride);
+  } else {
+    a = concat(load_vector<H>(p), load_vector<H>(p + stride), kLanes);
+    b = concat(load_vector<H>(p + 2 * stride), load_vector<H>(p + 3 * stride), kLanes);
+  }
+}
+template <int ROWS> void store_seq(float* p, int64_t stride, V a, V b) {
+  if constexpr (ROWS == 1) {
+    std::memcpy(p, &a, sizeof(V)), std::memcpy(p + L, &b, sizeof(V));
+  } else if constexpr (ROWS == 2) {
+    std::memcpy(p, &a, sizeof(V)), std::memcpy(p + stride, &b, sizeof(V));
+  } else {
+    const H h[4] = {half_of(a, 0, kHalfLanes), half_of(a, 1, kHalfLanes), half_of(b, 0, kHalfLanes),
+                    half_of(b, 1, kHalfLanes)};
+    for (int r = 0; r < 4; ++r) std::memcpy(p + r * stride, &h[r], sizeof(H));
+  }
+}
+
+// Tile rows per vector when a row has fewer tiles than a vector has lanes (1 otherwise), or 0
+// when the tiles do not fill whole vectors.
+int64_t rows_per_vector(const Conv2dGeometry& g) {
+  const int64_t tiles_w = g.out_w() / 2, tiles_h = g.out_h() / 2;
+  if (g.out_w() % 2 != 0 || g.out_h() % 2 != 0 || tiles_w == 0) return 0;
+  if (tiles_w % L == 0) return 1;
+  const int64_t rows = L / tiles_w;
+  return L % tiles_w == 0 && rows <= 4 && tiles_h % rows == 0 ? rows : 0;
+}
+
+// Output channels per block for k of them: the most of kMaxKR, 8 or 4 that divides k (0: none).
+int64_t block_width(int64_t k) {
+  for (int64_t kr = kMaxKR; kr >= 4; kr /= 2)
+    if (k % kr == 0) return kr;
+  return 0;
+}
+
+// U = G g G^T for every (k, c) filter, as u[xi][k block][c][KR] (the sums' broadcast order).
+// Made a (k block, c) at a time, so that each of the 16 destinations gets KR adjacent floats.
+void transform_filters(const float* w, int64_t k_n, int64_t c_n, int64_t kr_n, float* u) {
+  const int64_t kblocks = k_n / kr_n;
+  parallel_for(kblocks * c_n, std::max<int64_t>(1, 2048 / kr_n), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t kb = i / c_n, c = i % c_n;
+      float r[kXi][kMaxKR];
+      for (int64_t kr = 0; kr < kr_n; ++kr) {
+        const float* g = w + ((kb * kr_n + kr) * c_n + c) * 9;
+        float t[4][3];
+        for (int j = 0; j < 3; ++j) {
+          t[0][j] = g[j];
+          t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+          t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+          t[3][j] = g[6 + j];
+        }
+        for (int e = 0; e < 4; ++e) {
+          r[4 * e][kr] = t[e][0];
+          r[4 * e + 1][kr] = 0.5f * (t[e][0] + t[e][1] + t[e][2]);
+          r[4 * e + 2][kr] = 0.5f * (t[e][0] - t[e][1] + t[e][2]);
+          r[4 * e + 3][kr] = t[e][2];
+        }
+      }
+      for (int xi = 0; xi < kXi; ++xi)
+        std::memcpy(u + ((xi * kblocks + kb) * c_n + c) * kr_n, r[xi], kr_n * sizeof(float));
+    }
+  });
+}
+
+template <int ROWS, int64_t KR> struct Winograd {
+  const Conv2dGeometry& g;  // padding 0 or 1
+  const float* u;           // transformed filters (transform_filters)
+  const float* bias;        // [k], or null
+  Epilogue<float> ep;
+  int64_t kblocks;
+
+  int64_t ow() const { return g.out_w(); }
+  int64_t tiles_w() const { return ow() / 2; }
+  int64_t groups_per_row() const { return ROWS == 1 ? tiles_w() / L : 1; }
+  int64_t groups() const { return g.out_h() / 2 / ROWS * groups_per_row(); }
+  int64_t ty0(int64_t grp) const { return grp / groups_per_row() * ROWS; }  // the group's first tile
+  int64_t tx0(int64_t grp) const { return grp % groups_per_row() * L; }
+
+  // v[xi][c] = B^T d B for the patches of the group's tiles in every channel of x (one image).
+  // With padding 1 the padding is never copied: patch column j of tile t reads input column
+  // 2t + j - 1, so of the input's even (E) and odd (O) columns, d1 = E and d2 = O, and d0 and
+  // d3 are O and E moved by one tile, the padding's zero (or a neighbouring group's column)
+  // entering at the ends. A row above or below the image reads `zeros`. Without padding the
+  // patch rows are loaded at columns 0 and 2 and split into even and odd.
+  void input(const float* x, int64_t grp, V* v, const float* zeros) const {
+    constexpr int S = int(L) / ROWS;  // tiles per tile row in a vector
+    const int64_t w = g.w, h = g.h, c_n = g.c, ty = ty0(grp), tx = tx0(grp), pad = g.pad_h;
+    for (int64_t c = 0; c < c_n; ++c) {
+      const float* plane = x + c * h * w;
+      V t[4][4];
+      for (int i = 0; i < 4; ++i) {
+        const float* row[ROWS];
+        for (int q = 0; q < ROWS; ++q) {
+          const int64_t r = 2 * (ty + q) + i - pad;
+          row[q] = (r >= 0 && r < h ? plane + r * w : zeros) + 2 * tx;
+        }
+        V d0, d1, d2, d3;
+        if (pad == 0) {
+          V a, b, a2, b2;
+          load_seq<ROWS>(row[0], 2 * w, a, b);
+          load_seq<ROWS>(row[0] + 2, 2 * w, a2, b2);
+          d0 = even(a, b), d1 = odd(a, b), d2 = even(a2, b2), d3 = odd(a2, b2);
+        } else {
+          V x0, x1, before{}, after{};
+          if constexpr (ROWS == 1) {
+            x0 = load_vector<V>(row[0]), x1 = load_vector<V>(row[0] + L);
+            if (tx > 0) before[0] = row[0][-1];
+            if (2 * tx + 2 * L < w) after[0] = row[0][2 * L];
+          } else if constexpr (ROWS == 2) {
+            x0 = load_vector<V>(row[0]), x1 = load_vector<V>(row[1]);
+          } else {
+            x0 = concat(load_vector<H>(row[0]), load_vector<H>(row[1]), kLanes);
+            x1 = concat(load_vector<H>(row[2]), load_vector<H>(row[3]), kLanes);
+          }
+          const V e = even(x0, x1), o = odd(x0, x1);
+          d0 = move_in<S>(o, before), d1 = e, d2 = o, d3 = move_out<S>(e, after);
+        }
+        t[i][0] = d0 - d2, t[i][1] = d1 + d2, t[i][2] = d2 - d1, t[i][3] = d1 - d3;
+      }
+      for (int j = 0; j < 4; ++j) {
+        v[(0 + j) * c_n + c] = t[0][j] - t[2][j];
+        v[(4 + j) * c_n + c] = t[1][j] + t[2][j];
+        v[(8 + j) * c_n + c] = t[2][j] - t[1][j];
+        v[(12 + j) * c_n + c] = t[1][j] - t[3][j];
+      }
+    }
+  }
+
+  // m[xi][kr] = the sum over channels of u[xi][kb][c][kr] * v[xi][c].
+  void products(const V* v, int64_t kb, V* m) const {
+    const int64_t c_n = g.c;
+    for (int xi = 0; xi < kXi; ++xi) {
+      V acc[KR] = {};
+      const float* uk = u + (xi * kblocks + kb) * c_n * KR;
+      const V* vx = v + xi * c_n;
+      for (int64_t c = 0; c < c_n; ++c, uk += KR) {
+        const V vc = vx[c];
+#pragma GCC unroll 16
+        for (int64_t kr = 0; kr < KR; ++kr) acc[kr] += uk[kr] * vc;
+      }
+      for (int64_t kr = 0; kr < KR; ++kr) m[xi * KR + kr] = acc[kr];
+    }
+  }
+
+  // y's tiles of the group for channels kb*KR + [0, KR): A^T m A + bias, then the epilogue.
+  void output(const V* m, int64_t grp, int64_t kb, float* y, const float* res) const {
+    const int64_t plane = g.out_h() * ow(), at = 2 * ty0(grp) * ow() + 2 * tx0(grp);
+    for (int64_t kr = 0; kr < KR; ++kr) {
+      const int64_t k = kb * KR + kr;
+      V s[2][4], out[2][2];
+      for (int j = 0; j < 4; ++j) {
+        const V m0 = m[j * KR + kr], m1 = m[(4 + j) * KR + kr], m2 = m[(8 + j) * KR + kr], m3 = m[(12 + j) * KR + kr];
+        s[0][j] = m0 + m1 + m2, s[1][j] = m1 - m2 - m3;
+      }
+      const float b = bias != nullptr ? bias[k] : 0.0f;
+      for (int a = 0; a < 2; ++a) {
+        out[a][0] = s[a][0] + s[a][1] + s[a][2] + b;
+        out[a][1] = s[a][1] - s[a][2] - s[a][3] + b;
+      }
+      for (int a = 0; a < 2; ++a) {
+        V lo = zip(out[a][0], out[a][1], 0), hi = zip(out[a][0], out[a][1], 1);
+        const int64_t off = k * plane + at + a * ow();
+        if (ep.residual != nullptr) {
+          V rlo, rhi;
+          load_seq<ROWS>(res + off, 2 * ow(), rlo, rhi);
+          lo = lo + rlo, hi = hi + rhi;
+        }
+        if (ep.relu) {  // as kern::relu: NaN stays
+          lo = lo > 0 ? lo : (lo != lo ? lo : V{});
+          hi = hi > 0 ? hi : (hi != hi ? hi : V{});
+        }
+        store_seq<ROWS>(y + off, 2 * ow(), lo, hi);
+      }
+    }
+  }
+};
+
+// The forward over the pool. A unit is one group of tiles of one image and a run of channel
+// blocks (all of them, unless there are too few groups to share among the threads).
+template <int ROWS, int64_t KR> void forward(const Conv2dGeometry& g, const float* x, const float* u, const float* bias,
+                                             float* y, const Epilogue<float>& ep) {
+  const Winograd<ROWS, KR> wino{g, u, bias, ep, g.k / KR};
+  const int64_t groups = wino.groups(), kblocks = g.k / KR;
+  const int64_t in_img = g.c * g.h * g.w, out_img = g.k * g.out_h() * g.out_w();
+  const int64_t want = 2 * int64_t(num_threads());  // units enough to share
+  const int64_t kchunks = g.n * groups >= want ? 1 : std::min(kblocks, ceil_div(want, g.n * groups));
+  const int64_t per_chunk = ceil_div(kblocks, kchunks), per_image = groups * kchunks;
+  // The rows above and below the image: zeros, with room for a group's reads around them.
+  const std::vector<float> zeros(static_cast<size_t>(g.w + 2 * L));
+  parallel_for(g.n * per_image, 1, [&](int64_t u0, int64_t u1) {
+    alloc::Scratch<V> v(static_cast<size_t>(kXi * g.c)), m(static_cast<size_t>(kXi * KR));
+    int64_t transformed = -1;
+    for (int64_t unit = u0; unit < u1; ++unit) {
+      const int64_t b = unit / per_image, grp = unit % per_image / kchunks, chunk = unit % kchunks;
+      if (unit / kchunks != transformed) wino.input(x + b * in_img, grp, v.data(), zeros.data() + L);
+      transformed = unit / kchunks;
+      const float* res = ep.residual != nullptr ? ep.residual + b * out_img : nullptr;
+      for (int64_t kb = chunk * per_chunk; kb < std::min(kblocks, (chunk + 1) * per_chunk); ++kb) {
+        wino.products(v.data(), kb, m.data());
+        wino.output(m.data(), grp, kb, y + b * out_img, res);
+      }
+    }
+  });
+}
+
+template <int ROWS> void forward_rows(const Conv2dGeometry& g, const float* x, const float* u, const float* bias,
+                                      float* y, const Epilogue<float>& ep) {
+  const int64_t kr = block_width(g.k);
+  if constexpr (kMaxKR >= 16) {
+    if (kr == 16) return forward<ROWS, 16>(g, x, u, bias, y, ep);
+  }
+  if (kr == 8) return forward<ROWS, 8>(g, x, u, bias, y, ep);
+  forward<ROWS, 4>(g, x, u, bias, y, ep);
+}
+
+}  // namespace
+
+// Measured faster than the direct kernel for every such shape tried from 8 to 256 channels, at
+// batch 1 to 32, even with the filters transformed on every call (Zen 5, 2 threads: 1.2-1.7x on
+// AVX-512, 1.4-2.8x on AVX2); below 8 input channels the transforms outweigh the products.
+bool winograd_forward(const Conv2dGeometry& g) {
+  return g.groups == 1 && g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == g.pad_w &&
+         g.pad_h <= 1 && g.c >= 8 && block_width(g.k) != 0 && rows_per_vector(g) != 0;
+}
+
+void conv2d_forward_winograd(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,
+                             Storage* constant_w, const Epilogue<float>& ep) {
+  const int64_t kr = block_width(g.k), size = kXi * g.k * g.c;
+  std::shared_ptr<const void> kept;
+  const float* u = nullptr;
+  if (constant_w != nullptr) {
+    const int64_t at = reinterpret_cast<const char*>(w) - static_cast<const char*>(constant_w->data());
+    kept = constant_w->derived({'w', at, g.k, g.c, kr}, [&] {
+      auto p = std::make_shared<std::vector<float>>(static_cast<size_t>(size));
+      transform_filters(w, g.k, g.c, kr, p->data());
+      return std::shared_ptr<const void>(std::move(p));
+    });
+    u = static_cast<const std::vector<float>*>(kept.get())->data();
+  }
+  alloc::Scratch<float> own(static_cast<size_t>(u != nullptr ? 0 : size));
+  if (u == nullptr) {
+    transform_filters(w, g.k, g.c, kr, own.data());
+    u = own.data();
+  }
+  switch (rows_per_vector(g)) {
+    case 1: return forward_rows<1>(g, x, u, bias, y, ep);
+    case 2: return forward_rows<2>(g, x, u, bias, y, ep);
+    default: return forward_rows<4>(g, x, u, bias, y, ep);
+  }
+}
+
+}  // namespace nexus::ops::cpu::NX_CPU_VARIANT
