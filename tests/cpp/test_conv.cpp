@@ -253,8 +253,8 @@ TEST(conv2d_gradients_match_the_scalar_sums) {
 // ---- Winograd F(2x2, 3x3): float32 3x3 at stride 1, tiles filling whole vectors -------------------
 
 // Output widths of 2 to 64 (one, two or four tile rows per vector on every variant, or rows of
-// several vectors), both paddings, channel counts on both sides of a block (4, 8 or 16 output
-// channels) and of the threshold of 8 input channels.
+// several vectors), both paddings, output channels in blocks of 4, 8 or 16, input channels from
+// one up.
 TEST(winograd_conv2d_matches_the_scalar_sum) {
   Threads threads(3);
   for (int64_t width : {2, 4, 8, 16, 32, 64})
@@ -262,6 +262,8 @@ TEST(winograd_conv2d_matches_the_scalar_sum) {
       for (int64_t k : {4, 8, 12, 16, 48})  // outputs of 8 rows x `width`
         check_conv2d<float>({2, 9, 10 - 2 * pad, width + 2 - 2 * pad, k, 3, 3, 1, 1, pad, pad}, k % 8 == 0);
   for (const ConvCase& g : std::vector<ConvCase>{
+           {2, 1, 16, 16, 16, 3, 3, 1, 1, 1, 1},   // one input channel
+           {1, 3, 32, 32, 8, 3, 3, 1, 1, 1, 1},    // an RGB image, few output channels
            {1, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1},    // fewer tile groups than threads: channel blocks split
            {3, 20, 16, 16, 32, 3, 3, 1, 1, 1, 1},  // several images, units shared among the threads
            {1, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1},     // 3 tiles a row: fills no vector, direct

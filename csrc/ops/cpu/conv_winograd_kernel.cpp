@@ -298,12 +298,13 @@ template <int ROWS> void forward_rows(const Conv2dGeometry& g, const float* x, c
 
 }  // namespace
 
-// Measured faster than the direct kernel for every such shape tried from 8 to 256 channels, at
-// batch 1 to 32, even with the filters transformed on every call (Zen 5, 2 threads: 1.2-1.7x on
-// AVX-512, 1.4-2.8x on AVX2); below 8 input channels the transforms outweigh the products.
+// Measured faster than the other kernels for every such shape tried, from 1 to 256 input and 4
+// to 256 output channels at batch 1 to 32, even with the filters transformed on every call (Zen
+// 5, 2 threads: 1.04-1.7x on AVX-512 and 1.4-2.8x on AVX2 against the direct kernel; 1.3-1.5x
+// against the plane kernels at 4 and 8 output channels).
 bool winograd_forward(const Conv2dGeometry& g) {
   return g.groups == 1 && g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == g.pad_w &&
-         g.pad_h <= 1 && g.c >= 8 && block_width(g.k) != 0 && rows_per_vector(g) != 0;
+         g.pad_h <= 1 && block_width(g.k) != 0 && rows_per_vector(g) != 0;
 }
 
 void conv2d_forward_winograd(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,
