@@ -179,6 +179,29 @@ def test_softmax_is_stable_for_large_logits(name):
     check(out, ref, "float32", TRANSCENDENTAL_TOL)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("width", [1, 15, 16, 17, 128, 131])
+def test_softmax_without_grad_matches_the_recorded_composition(dtype, width, rng):
+    """Over the last axis without a gradient to record, softmax runs as one kernel pass per row;
+    it gives the composed ops' values (what a recorded softmax computes) within float rounding,
+    and their NaN, infinity and all -inf rows, for rows shorter and longer than a vector."""
+    x = rng.standard_normal((6, width)).astype(dtype) * 10
+    x[1, 0] = np.nan
+    x[2, width // 2] = np.inf
+    x[3, :] = -np.inf
+    x[4, -1] = -np.inf
+    with nx.no_grad():
+        fast = nx.softmax(nx.tensor(x), axis=-1).numpy()
+    t = nx.tensor(x, requires_grad=True)
+    composed = nx.softmax(t, axis=-1)
+    np.testing.assert_array_equal(np.isnan(fast), np.isnan(composed.detach().numpy()))
+    np.testing.assert_allclose(fast, composed.detach().numpy(), rtol=4 * np.finfo(dtype).eps, atol=0)
+    finite = ~np.isnan(fast).any(axis=1)
+    np.testing.assert_allclose(fast[finite].sum(axis=1), 1.0, rtol=width * np.finfo(dtype).eps)
+    check(nx.softmax(nx.tensor(x[finite]), axis=-1), softmax(x[finite].astype(np.float64), axis=-1), dtype,
+          TRANSCENDENTAL_TOL)
+
+
 @pytest.mark.parametrize("shape", [(3, 0), (0, 4), (0,)], ids=str)
 def test_softmax_family_over_an_empty_axis_follows_numpy_and_torch(shape):
     """softmax/log_softmax of an empty axis are empty (as in PyTorch); logsumexp over it is

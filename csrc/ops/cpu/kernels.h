@@ -41,13 +41,16 @@ struct Kernels {
   void (*max_pool2d_backward)(const Pool2dGeometry& g, const Tensor& dy, const Tensor& argmax, const Tensor& dx);
   void (*avg_pool2d_forward)(const Pool2dGeometry& g, const Tensor& x, const Tensor& y);
   void (*avg_pool2d_backward)(const Pool2dGeometry& g, const Tensor& dy, const Tensor& dx);
-  // ---- softmax cross-entropy (softmax_xent_kernel.cpp) on contiguous float32/float64 logits x
+  // ---- softmax and softmax cross-entropy (softmax_xent_kernel.cpp) on contiguous float32/float64 logits x
   // (rows, classes) and int64 labels (rows): nll (rows); stats (2, rows) holds each row's shift
   // (max) and log-sum-exp after it. Backward: dx = (softmax - onehot) * g, g one value per row
   // (per_row) or one for all.
   void (*xent_forward)(const Tensor& x, const Tensor& labels, const Tensor& nll, const Tensor& stats);
   void (*xent_backward)(const Tensor& x, const Tensor& labels, const Tensor& stats, const Tensor& g, bool per_row,
                         const Tensor& dx);
+  // y = softmax over the rows of a contiguous float32/float64 x (rows, n), into y of its shape:
+  // the composed op's formulas (a max shift, 0 where the max is not finite) in one pass per row.
+  void (*softmax_rows)(const Tensor& y, const Tensor& x);
   // ---- float32 y (m, n) = a (m, k) b (k, n) for a constant b (gemm_kernel.cpp): a and y with
   // contiguous rows, b any strides, its storage marked constant (its packed form is kept there);
   // then y = relu(y + bias) where given (bias: n contiguous values; relu optional)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "base/thread_pool.h"
@@ -57,7 +58,70 @@ template <class T> void xent_backward(const T* x, const int64_t* labels, const T
   });
 }
 
+// Each row: m = its max (0 when that is not finite: NaN, or an infinity), e = exp(x - m), then
+// e times 1 / sum(e), as ops::softmax composes them but for that product (a division per element
+// took as long as the exp). The max and the sum run in the lanes of a 64-byte vector, combined
+// in order at the end (a scalar chain per row ran at a fifth of the exp op's speed).
+template <class T> struct SoftmaxRow {
+  typedef T V __attribute__((vector_size(64)));
+  static constexpr int64_t kLanes = 64 / sizeof(T);
+
+  // The row's max; nan: whether it holds a NaN.
+  static T max(const T* row, int64_t n, bool& nan) {
+    V m, found = {};
+    for (int64_t l = 0; l < kLanes; ++l) m[l] = -std::numeric_limits<T>::infinity();
+    int64_t j = 0;
+    for (; j + kLanes <= n; j += kLanes) {
+      V v;
+      std::memcpy(&v, row + j, sizeof(V));
+      found = v != v ? V{} + 1 : found;
+      m = v > m ? v : m;
+    }
+    T out = -std::numeric_limits<T>::infinity();
+    nan = false;
+    for (int64_t l = 0; l < kLanes; ++l) nan |= found[l] != 0, out = m[l] > out ? m[l] : out;
+    for (; j < n; ++j) nan |= row[j] != row[j], out = row[j] > out ? row[j] : out;
+    return out;
+  }
+
+  static T sum(const T* row, int64_t n) {
+    V lanes = {};
+    int64_t j = 0;
+    for (; j + kLanes <= n; j += kLanes) {
+      V v;
+      std::memcpy(&v, row + j, sizeof(V));
+      lanes += v;
+    }
+    T s = 0;
+    for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
+    for (; j < n; ++j) s += row[j];
+    return s;
+  }
+};
+
+template <class T> void softmax_rows(const T* x, int64_t rows, int64_t n, T* y) {
+  parallel_for(rows, row_grain(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* __restrict row = x + r * n;
+      T* __restrict out = y + r * n;
+      bool nan;
+      T m = SoftmaxRow<T>::max(row, n, nan);
+      if (nan || !std::isfinite(m)) m = 0;
+      for (int64_t j = 0; j < n; ++j) out[j] = exp_of(row[j] - m);
+      const T inv = T(1) / SoftmaxRow<T>::sum(out, n);
+      for (int64_t j = 0; j < n; ++j) out[j] *= inv;
+    }
+  });
+}
+
 void add_xent(Kernels& k) {
+  k.softmax_rows = [](const Tensor& y, const Tensor& x) {
+    const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
+    dispatch_float(x.dtype(), "softmax", [&](auto t) {
+      using T = decltype(t);
+      softmax_rows<T>(x.data<T>(), rows, n, y.data<T>());
+    });
+  };
   k.xent_forward = [](const Tensor& x, const Tensor& labels, const Tensor& nll, const Tensor& stats) {
     const int64_t rows = x.shape()[0], classes = x.shape()[1];
     dispatch_float(x.dtype(), "cross_entropy", [&](auto t) {
