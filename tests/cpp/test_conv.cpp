@@ -136,7 +136,8 @@ TEST(conv2d_epilogues_give_the_bits_of_the_ops_they_replace) {
            {1, 460, 3, 4, 8, 3, 3, 1, 1, 1, 1},    // im2col + GEMM
            {2, 8, 32, 32, 16, 3, 3, 1, 1, 1, 1},   // Winograd: a tile row per vector, or
            {1, 16, 16, 16, 8, 3, 3, 1, 1, 1, 1},   // ... two or four of them (AVX-512), and
-           {1, 8, 10, 10, 12, 3, 3, 1, 1, 0, 0},   // ... unpadded
+           {1, 8, 10, 10, 12, 3, 3, 1, 1, 0, 0},   // ... unpadded, and edge groups
+           {1, 6, 13, 28, 64, 3, 3, 1, 1, 1, 1},
        }) {
     check_conv2d_epilogue<float>(g);
     check_conv2d_epilogue<double>(g);
@@ -265,6 +266,9 @@ TEST(winograd_conv2d_matches_the_scalar_sum) {
            {2, 1, 16, 16, 16, 3, 3, 1, 1, 1, 1},   // one input channel
            {1, 3, 32, 32, 8, 3, 3, 1, 1, 1, 1},    // an RGB image, few output channels
            {1, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1},    // fewer tile groups than threads: channel blocks split
+           {2, 5, 28, 28, 64, 3, 3, 1, 1, 1, 1},   // rows ending in a partial vector (edge groups)
+           {1, 8, 15, 17, 64, 3, 3, 1, 1, 1, 1},   // odd sizes: half tiles at the right and bottom
+           {1, 4, 9, 30, 64, 3, 3, 1, 1, 0, 0},    // ... unpadded
            {3, 20, 16, 16, 32, 3, 3, 1, 1, 1, 1},  // several images, units shared among the threads
            {1, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1},     // 3 tiles a row: fills no vector, direct
        })
@@ -277,7 +281,8 @@ TEST(winograd_conv2d_bits_do_not_depend_on_batch_threads_or_kept_weights) {
   std::mt19937 rng(7);
   for (const ConvCase& g : std::vector<ConvCase>{{4, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1},
                                                  {3, 32, 16, 16, 32, 3, 3, 1, 1, 1, 1},
-                                                 {5, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1}}) {
+                                                 {5, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1},
+                                                 {3, 8, 15, 28, 64, 3, 3, 1, 1, 1, 1}}) {
     const int64_t in_img = g.c * g.h * g.w, out_img = g.k * g.out_h() * g.out_w();
     const std::vector<float> x = uniform_values<float>(rng, g.n * in_img),
                              w = uniform_values<float>(rng, g.k * g.c * 9);
