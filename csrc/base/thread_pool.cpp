@@ -202,6 +202,7 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     fn(0, n);
     return;
   }
+  ops::blas_single_threaded();  // tasks may call gemm(): OpenBLAS must not start threads of its own
   int64_t tasks = std::min<int64_t>(threads, (n + grain - 1) / grain);
   p.run(n, (n + tasks - 1) / tasks, fn);
 }

@@ -44,6 +44,7 @@ class BlasThreads {
 
 template <class T, class Call> static void blocked(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a,
                                                    int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, Call call) {
+  if (!in_parallel_region()) blas_single_threaded();
   int threads = num_threads();
   const int64_t flops = 2 * m * n * k, bytes = (m * k + k * n) * int64_t(sizeof(T));
   if (threads == 1 || (flops < kThreadedGemmFlops && bytes < kThreadedGemmBytes) || in_parallel_region()) {
@@ -114,5 +115,9 @@ template <> void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 const char* blas_name() { return NEXUS_BLAS_NAME; }
 
 void blas_set_num_threads(int) { scipy_openblas_set_num_threads(1); }  // the pool splits instead
+
+void blas_single_threaded() {
+  if (scipy_openblas_get_num_threads() != 1) scipy_openblas_set_num_threads(1);
+}
 
 }  // namespace nexus::ops

@@ -1,5 +1,7 @@
 // The runtime under every op: the host allocator's block cache (tensor/allocator.h) and the intra-op
 // thread pool (base/thread_pool.h).
+#include <cblas.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -274,6 +276,15 @@ TEST(callers_on_many_threads_share_the_pool) {
   }
   for (auto& th : callers) th.join();
   CHECK_EQ(wrong.load(), 0);
+}
+
+// OpenBLAS's thread count is global, and threadpoolctl's limits set it for every OpenBLAS in the
+// process: a parallel region puts it back at one before its tasks call gemm().
+TEST(parallel_regions_keep_openblas_at_one_thread) {
+  Threads threads(2);
+  scipy_openblas_set_num_threads(2);
+  parallel_for(1000, 1, [](int64_t, int64_t) {});
+  CHECK(scipy_openblas_get_num_threads() == 1);
 }
 
 TEST(set_num_threads_checks_its_range) {
