@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "codegen/kernel_prelude.h"  // kern::relu, the op the epilogues apply
 #include "ops/cpu/conv_kernel.h"
+#include "tensor/allocator.h"
 #include "tensor/tensor.h"  // Storage
 
 namespace nexus::ops::cpu::NX_CPU_VARIANT {
@@ -101,6 +104,35 @@ template <class T> struct Epilogue {
       for (int64_t i = i0; i < i1; ++i) y[i] = (*this)(y[i], residual != nullptr ? residual[i] : T(0));
     });
   }
+};
+
+// A kernel's weights in the form its inner loop reads (packed, transformed), n T's made by
+// make(T* out): made once and kept beside a constant storage (Storage::derived, under `form` and
+// where w lies in the storage), or made for this call in scratch.
+template <class T> class PreparedWeights {
+ public:
+  template <class Make>
+  PreparedWeights(Storage* constant, const T* w, std::vector<int64_t> form, int64_t n, const Make& make)
+      : own_(static_cast<size_t>(constant != nullptr ? 0 : n)) {
+    if (constant == nullptr) {
+      make(own_.data());
+      data_ = own_.data();
+      return;
+    }
+    form.push_back(reinterpret_cast<const char*>(w) - static_cast<const char*>(constant->data()));
+    kept_ = constant->derived(form, [&] {
+      auto p = std::make_shared<std::vector<T>>(static_cast<size_t>(n));
+      make(p->data());
+      return std::shared_ptr<const void>(std::move(p));
+    });
+    data_ = static_cast<const std::vector<T>*>(kept_.get())->data();
+  }
+  const T* data() const { return data_; }
+
+ private:
+  alloc::Scratch<T> own_;
+  std::shared_ptr<const void> kept_;
+  const T* data_ = nullptr;
 };
 
 // Plane kernels (conv_plane_kernel.cpp): a convolution, or groups, of few output channels each,

@@ -337,25 +337,11 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
   const bool rows = Kernel::row_blocks(gp);
   const int64_t width = rows ? Kernel::kRowBlock : R;  // pixels per block
   const int64_t kblocks = ceil_div(g.k, KB), pixel_blocks = ceil_div(s.pixels, width);
-  std::shared_ptr<const void> kept;  // the packed form kept beside a constant storage
-  const T* packed = nullptr;
-  if (constant_w != nullptr) {
-    const int64_t at = reinterpret_cast<const char*>(w) - static_cast<const char*>(constant_w->data());
-    kept = constant_w->derived({'c', at, int64_t(sizeof(T)), KB, g.k, s.taps}, [&] {
-      auto p = std::make_shared<std::vector<T>>(static_cast<size_t>(kblocks * s.taps * KB));
-      pack_channel_blocks(w, g.k, s.taps, KB, p->data());
-      return std::shared_ptr<const void>(std::move(p));
-    });
-    packed = static_cast<const std::vector<T>*>(kept.get())->data();
-  }
-  alloc::Scratch<T> wt(static_cast<size_t>(packed ? 0 : kblocks * s.taps * KB));
+  const PreparedWeights<T> packed(constant_w, w, {'c', int64_t(sizeof(T)), KB, g.k, s.taps}, kblocks * s.taps * KB,
+                                  [&](T* out) { pack_channel_blocks(w, g.k, s.taps, KB, out); });
   alloc::Scratch<T> bias_kb(static_cast<size_t>(kblocks * KB));
-  if (packed == nullptr) {
-    pack_channel_blocks(w, g.k, s.taps, KB, wt.data());
-    packed = wt.data();
-  }
   for (int64_t k = 0; k < kblocks * KB; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
-  const Kernel kernel{gp, packed, bias_kb.data(), s.taps, s.pixels, ep};
+  const Kernel kernel{gp, packed.data(), bias_kb.data(), s.taps, s.pixels, ep};
   const int64_t per_image = kblocks * pixel_blocks, unit_work = width * s.taps * KB;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(unit_work, 1));
   // Every channel block of a pixel block runs before the next pixel block, so a thread's run of

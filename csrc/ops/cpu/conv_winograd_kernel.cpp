@@ -336,36 +336,23 @@ template <int ROWS> void forward_rows(const Conv2dGeometry& g, const float* x, c
 // 5, 2 threads: 1.04-1.7x on AVX-512 and 1.4-2.8x on AVX2 against the direct kernel; 1.3-1.5x
 // against the plane kernels at 4 and 8 output channels).
 bool winograd_forward(const Conv2dGeometry& g) {
+  const int64_t rows = rows_per_vector(g);
   if (!(g.groups == 1 && g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == g.pad_w &&
-        g.pad_h <= 1 && block_width(g.k) != 0 && rows_per_vector(g) != 0))
+        g.pad_h <= 1 && block_width(g.k) != 0 && rows != 0))
     return false;
   // Rows that end in a partial vector copy their patch rows (edge groups): that pays for itself
   // from 64 output channels on (28 and 56 wide: 1.2-1.4x at 64 and 128 channels, 1.0x at 32,
   // 0.74-0.83x at 16).
-  const bool exact =
-      g.out_w() % 2 == 0 && g.out_h() % 2 == 0 && (ceil_div(g.out_w(), 2) % L == 0 || rows_per_vector(g) > 1);
-  return exact || g.k >= 64;
+  const bool edges = rows == 1 && (g.out_w() % 2 != 0 || g.out_h() % 2 != 0 || g.out_w() / 2 % L != 0);
+  return !edges || g.k >= 64;
 }
 
 void conv2d_forward_winograd(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,
                              Storage* constant_w, const Epilogue<float>& ep) {
-  const int64_t kr = block_width(g.k), size = kXi * g.k * g.c;
-  std::shared_ptr<const void> kept;
-  const float* u = nullptr;
-  if (constant_w != nullptr) {
-    const int64_t at = reinterpret_cast<const char*>(w) - static_cast<const char*>(constant_w->data());
-    kept = constant_w->derived({'w', at, g.k, g.c, kr}, [&] {
-      auto p = std::make_shared<std::vector<float>>(static_cast<size_t>(size));
-      transform_filters(w, g.k, g.c, kr, p->data());
-      return std::shared_ptr<const void>(std::move(p));
-    });
-    u = static_cast<const std::vector<float>*>(kept.get())->data();
-  }
-  alloc::Scratch<float> own(static_cast<size_t>(u != nullptr ? 0 : size));
-  if (u == nullptr) {
-    transform_filters(w, g.k, g.c, kr, own.data());
-    u = own.data();
-  }
+  const int64_t kr = block_width(g.k);
+  const PreparedWeights<float> prepared(constant_w, w, {'w', g.k, g.c, kr}, kXi * g.k * g.c,
+                                        [&](float* out) { transform_filters(w, g.k, g.c, kr, out); });
+  const float* u = prepared.data();
   switch (rows_per_vector(g)) {
     case 1: return forward_rows<1>(g, x, u, bias, y, ep);
     case 2: return forward_rows<2>(g, x, u, bias, y, ep);
