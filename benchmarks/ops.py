@@ -230,8 +230,8 @@ def conv_sweep(quick: bool) -> None:
 def header(args, thread_notes):
     info = nx.info()
     print(f"# benchmarks/ops.py{' --quick' if args.quick else ''} --threads {args.threads}\n")
-    print(f"- nexus {info.get('version')} ({info.get('build_type')}), blas={info.get('blas')}, "
-          f"simd={info.get('simd')}, compiler={info.get('compiler')}")
+    print(f"- nexus {info.get('version')} ({info.get('build_type')}), blas={info.get('blas')} "
+          f"({info.get('blas_core')} kernels), simd={info.get('simd')}, compiler={info.get('compiler')}")
     print(f"- numpy {np.__version__}, torch {torch.__version__ if torch else 'not importable'}, "
           f"python {platform.python_version()}, {os.cpu_count()} CPUs ({platform.machine()}), "
           f"load average {os.getloadavg()[0]:.2f} (a busy machine makes every ratio noisy)")

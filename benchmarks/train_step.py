@@ -452,8 +452,8 @@ def header(args, thread_notes):
     load = os.getloadavg()[0]
     quick = " --quick" if args.quick else ""
     print(f"# benchmarks/train_step.py{quick} --threads {args.threads}\n")
-    print(f"- nexus {info.get('version')} ({info.get('build_type')}), blas={info.get('blas')}, "
-          f"simd={info.get('simd')}, compiler={info.get('compiler')}")
+    print(f"- nexus {info.get('version')} ({info.get('build_type')}), blas={info.get('blas')} "
+          f"({info.get('blas_core')} kernels), simd={info.get('simd')}, compiler={info.get('compiler')}")
     print(f"- torch {torch.__version__} (eager; default optimizer implementation), numpy "
           f"{np.__version__}, python {platform.python_version()}, {os.cpu_count()} CPUs "
           f"({platform.machine()}), load average {load:.2f} "

@@ -114,6 +114,8 @@ template <> void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 
 const char* blas_name() { return NEXUS_BLAS_NAME; }
 
+const char* blas_core() { return scipy_openblas_get_corename(); }
+
 void blas_set_num_threads(int) { scipy_openblas_set_num_threads(1); }  // the pool splits instead
 
 void blas_single_threaded() {

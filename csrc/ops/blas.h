@@ -9,6 +9,8 @@ template <class T> void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, i
                              int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
 const char* blas_name();  // e.g. "OpenBLAS 0.3.x (scipy-openblas32)"
+// The kernels OpenBLAS chose for this CPU at load ("SkylakeX", "Haswell"; OPENBLAS_CORETYPE forces them).
+const char* blas_core();
 // OpenBLAS always runs one thread per call; gemm() splits large products over the Nexus pool.
 void blas_set_num_threads(int n);
 // Puts OpenBLAS back at one thread per call where something outside Nexus raised it (threadpoolctl's

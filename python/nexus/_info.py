@@ -57,7 +57,8 @@ def info() -> dict:
     """Build and runtime facts: version, BLAS, SIMD, threads, CUDA, MPI, JIT compiler.
 
     Returns:
-        A dict: what was compiled in (``_C.build_info()``: version, build_type, blas, march --
+        A dict: what was compiled in (``_C.build_info()``: version, build_type, blas, blas_core --
+        the kernels OpenBLAS chose for this CPU --, march --
         ``portable`` or the one -march of a ``NEXUS_ARCH`` build --, cpu_variants -- the kernel
         variants it carries --, compiler, sanitizers, cuda_compiled, cuda_status -- why CUDA is or is not built,
         mpi_compiled) and what this process sees (num_threads, cuda_available and, where the

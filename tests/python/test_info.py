@@ -118,6 +118,26 @@ def test_nexus_info_console_script_prints_the_build():
     assert info["blas"].lower() in proc.stdout.lower()
 
 
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+@pytest.mark.skipif("avx2" not in _cpu_flags(), reason="needs an x86 CPU with AVX2 (OpenBLAS's Haswell kernels)")
+def test_blas_core_names_the_kernels_openblas_runs():
+    # OPENBLAS_CORETYPE decides at load which kernels OpenBLAS runs; info reports OpenBLAS's own answer
+    code = "import nexus as nx; print(nx.info()['blas_core'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    forced = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**env, "OPENBLAS_CORETYPE": "Haswell"})
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.strip() == "Haswell"
+    assert isinstance(nx.info()["blas_core"], str) and nx.info()["blas_core"]
+
+
 def test_set_num_threads_round_trips(restore_threads):
     for n in (1, 2, 3):
         nx.set_num_threads(n)
