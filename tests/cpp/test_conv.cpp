@@ -90,6 +90,7 @@ TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_p
            {1, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1},  // a ResNet block's shape, at batch 1
            {3, 6, 14, 13, 16, 5, 5, 2, 1, 2, 1},   // unequal strides and padding
            {2, 1, 9, 11, 6, 2, 3, 1, 2, 0, 1},     // a non-square kernel
+           {2, 6, 7, 27, 24, 2, 4, 2, 1, 1, 2},    // ... rows of 28: a block and the rest per row
            {2, 20, 5, 6, 40, 1, 1, 2, 2, 0, 0},    // pointwise, strided
            {1, 80, 6, 6, 24, 1, 1, 1, 1, 0, 0},    // pointwise over many channels (the GEMM path)
            {3, 64, 5, 7, 33, 1, 1, 1, 1, 0, 0},    // ... image by image, straight from x into y
@@ -129,6 +130,7 @@ TEST(conv2d_epilogues_give_the_bits_of_the_ops_they_replace) {
   Threads threads(2);
   for (const ConvCase& g : std::vector<ConvCase>{
            {2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1},   // direct, one vector of channels, pixel tails
+           {2, 6, 7, 27, 48, 2, 4, 2, 1, 1, 2},    // direct, rows cut into a block and the rest
            {1, 8, 7, 7, 40, 3, 3, 2, 2, 1, 1},     // direct, two vectors, strided
            {2, 3, 10, 10, 6, 5, 5, 1, 1, 2, 2},    // plane kernels (few output channels)
            {1, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1, 2},  // two groups
@@ -138,6 +140,7 @@ TEST(conv2d_epilogues_give_the_bits_of_the_ops_they_replace) {
            {1, 16, 16, 16, 8, 3, 3, 1, 1, 1, 1},   // ... two or four of them (AVX-512), and
            {1, 8, 10, 10, 12, 3, 3, 1, 1, 0, 0},   // ... unpadded, and edge groups
            {1, 6, 13, 28, 64, 3, 3, 1, 1, 1, 1},
+           {2, 6, 14, 14, 64, 3, 3, 1, 1, 1, 1},  // ... edge groups of two tile rows (AVX-512)
        }) {
     check_conv2d_epilogue<float>(g);
     check_conv2d_epilogue<double>(g);
@@ -270,7 +273,11 @@ TEST(winograd_conv2d_matches_the_scalar_sum) {
            {1, 8, 15, 17, 64, 3, 3, 1, 1, 1, 1},   // odd sizes: half tiles at the right and bottom
            {1, 4, 9, 30, 64, 3, 3, 1, 1, 0, 0},    // ... unpadded
            {3, 20, 16, 16, 32, 3, 3, 1, 1, 1, 1},  // several images, units shared among the threads
-           {1, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1},     // 3 tiles a row: fills no vector, direct
+           {2, 8, 14, 14, 64, 3, 3, 1, 1, 1, 1},   // 7 tiles a row: 2 rows in 8-lane segments (AVX-512),
+           {1, 6, 6, 6, 64, 3, 3, 1, 1, 1, 1},     // ... 3 tiles: 4 rows (2 on AVX2), the last rows missing
+           {1, 5, 7, 9, 64, 3, 3, 1, 1, 1, 1},     // ... odd sizes: half tiles in segments
+           {1, 7, 16, 16, 64, 3, 3, 1, 1, 0, 0},   // ... unpadded
+           {1, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1},     // 3 tiles a row, 16 outputs: direct
        })
     check_conv2d<float>(g, true);
 }
@@ -282,7 +289,8 @@ TEST(winograd_conv2d_bits_do_not_depend_on_batch_threads_or_kept_weights) {
   for (const ConvCase& g : std::vector<ConvCase>{{4, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1},
                                                  {3, 32, 16, 16, 32, 3, 3, 1, 1, 1, 1},
                                                  {5, 64, 8, 8, 64, 3, 3, 1, 1, 1, 1},
-                                                 {3, 8, 15, 28, 64, 3, 3, 1, 1, 1, 1}}) {
+                                                 {3, 8, 15, 28, 64, 3, 3, 1, 1, 1, 1},
+                                                 {3, 16, 14, 14, 64, 3, 3, 1, 1, 1, 1}}) {
     const int64_t in_img = g.c * g.h * g.w, out_img = g.k * g.out_h() * g.out_w();
     const std::vector<float> x = uniform_values<float>(rng, g.n * in_img),
                              w = uniform_values<float>(rng, g.k * g.c * 9);

@@ -98,15 +98,19 @@ template <int ROWS> void store_seq(float* p, int64_t stride, V a, V b) {
   }
 }
 
-// Tile rows per vector: 2 or 4 when that many rows' tiles fill a vector exactly, else 1 (each
-// row's tiles in whole vectors and perhaps one partial one), or 0 when a row would leave more
-// than half of its vectors' lanes empty.
+// Tile rows per vector: 2 or 4 when that many rows' tiles fill a vector exactly; else 2 or 4
+// when a row's tiles fill more than half of a segment of L / rows lanes (14 wide on AVX-512: 7
+// tiles in each 8-lane half, where a row per vector used 7 lanes of 16); else 1 (each row's tiles
+// in whole vectors and perhaps one partial one), or 0 when a row would leave more than half of
+// its vectors' lanes empty.
 int64_t rows_per_vector(const Conv2dGeometry& g) {
   const int64_t tiles_w = ceil_div(g.out_w(), 2), tiles_h = ceil_div(g.out_h(), 2);
   if (tiles_w == 0 || tiles_h == 0) return 0;
   const int64_t rows = L / tiles_w;
   if (g.out_w() % 2 == 0 && g.out_h() % 2 == 0 && tiles_w < L && L % tiles_w == 0 && rows <= 4 && tiles_h % rows == 0)
     return rows;
+  for (int64_t r = 4; r >= 2; r /= 2)
+    if (tiles_w <= L / r && 2 * tiles_w > L / r) return r;
   // one row's tiles in vectors, the last perhaps partly: at least half of their lanes used
   return 2 * tiles_w >= ceil_div(tiles_w, L) * L ? 1 : 0;
 }
@@ -158,12 +162,16 @@ template <int ROWS, int64_t KR> struct Winograd {
   int64_t ow() const { return g.out_w(); }
   int64_t tiles_w() const { return ceil_div(ow(), 2); }  // an odd size ends in half tiles
   int64_t groups_per_row() const { return ROWS == 1 ? ceil_div(tiles_w(), L) : 1; }
-  int64_t groups() const { return ceil_div(g.out_h(), 2) / ROWS * groups_per_row(); }
+  int64_t groups() const { return ceil_div(ceil_div(g.out_h(), 2), ROWS) * groups_per_row(); }
   int64_t ty0(int64_t grp) const { return grp / groups_per_row() * ROWS; }  // the group's first tile
   int64_t tx0(int64_t grp) const { return grp % groups_per_row() * L; }
-  // A group at the right or bottom edge that its vectors overhang (ROWS == 1 only): its patch
-  // rows are copied zero-extended, and only its pixels inside the output are stored.
-  bool edge(int64_t grp) const { return 2 * (tx0(grp) + L) > ow() || 2 * ty0(grp) + 2 > g.out_h(); }
+  // A group that its vectors overhang: at the right or bottom edge (one tile row per vector), or
+  // with segments that a tile row does not fill, or tile rows past the bottom (2 or 4 per vector).
+  // Its patch rows are copied zero-extended, and only its pixels inside the output are stored.
+  bool edge(int64_t grp) const {
+    if (ROWS == 1) return 2 * (tx0(grp) + L) > ow() || 2 * ty0(grp) + 2 > g.out_h();
+    return tiles_w() * ROWS != L || ow() % 2 != 0 || 2 * (ty0(grp) + ROWS) > g.out_h();
+  }
 
   // The 2L + 2 columns from 2 * tx - pad on of input row `row` (null: above or below the image),
   // zero outside it.
@@ -171,6 +179,19 @@ template <int ROWS, int64_t KR> struct Winograd {
     const int64_t first = 2 * tx - g.pad_w, lo = std::max<int64_t>(0, first), hi = std::min(g.w, first + 2 * L + 2);
     std::fill(stage, stage + 2 * L + 2, 0.0f);
     if (row != nullptr && hi > lo) std::memcpy(stage + (lo - first), row + lo, (hi - lo) * sizeof(float));
+  }
+
+  // An edge group of 2 or 4 tile rows per vector: for patch row i, the 2L / ROWS columns from
+  // `from` - pad on of each tile row's input row, one after the other, zero outside the image.
+  void edge_rows(const float* plane, int64_t ty, int i, int64_t from, float* stage) const {
+    constexpr int64_t kSeg = 2 * L / ROWS;
+    std::fill(stage, stage + 2 * L, 0.0f);
+    const int64_t first = from - g.pad_w, lo = std::max<int64_t>(0, first), hi = std::min(g.w, first + kSeg);
+    for (int q = 0; q < ROWS; ++q) {
+      const int64_t r = 2 * (ty + q) + i - g.pad_h;
+      if (r >= 0 && r < g.h && hi > lo)
+        std::memcpy(stage + q * kSeg + (lo - first), plane + r * g.w + lo, (hi - lo) * sizeof(float));
+    }
   }
 
   // v[xi][c] = B^T d B for the patches of the group's tiles in every channel of x (one image).
@@ -192,13 +213,21 @@ template <int ROWS, int64_t KR> struct Winograd {
           row[q] = (r >= 0 && r < h ? plane + r * w : zeros) + 2 * tx;
         }
         V d0, d1, d2, d3;
-        if (ROWS == 1 && edge(grp)) {
-          const int64_t r = 2 * ty + i - pad;
-          alignas(64) float stage[2 * L + 2];
-          edge_row(r >= 0 && r < h ? plane + r * w : nullptr, tx, stage);
+        if (edge(grp)) {  // the patch columns from copies: those at 2t - pad and 2t + 2 - pad
           V a, b, a2, b2;
-          load_seq<1>(stage, 0, a, b);
-          load_seq<1>(stage + 2, 0, a2, b2);
+          if constexpr (ROWS == 1) {
+            const int64_t r = 2 * ty + i - pad;
+            alignas(64) float stage[2 * L + 2];
+            edge_row(r >= 0 && r < h ? plane + r * w : nullptr, tx, stage);
+            load_seq<1>(stage, 0, a, b);
+            load_seq<1>(stage + 2, 0, a2, b2);
+          } else {
+            alignas(64) float stage[2][2 * L];
+            edge_rows(plane, ty, i, 0, stage[0]);
+            edge_rows(plane, ty, i, 2, stage[1]);
+            load_seq<1>(stage[0], 0, a, b);
+            load_seq<1>(stage[1], 0, a2, b2);
+          }
           d0 = even(a, b), d1 = odd(a, b), d2 = even(a2, b2), d3 = odd(a2, b2);
         } else if (pad == 0) {
           V a, b, a2, b2;
@@ -249,7 +278,10 @@ template <int ROWS, int64_t KR> struct Winograd {
 
   // y's tiles of the group for channels kb*KR + [0, KR): A^T m A + bias, then the epilogue.
   void output(const V* m, int64_t grp, int64_t kb, float* y, const float* res) const {
-    const int64_t plane = g.out_h() * ow(), at = 2 * ty0(grp) * ow() + 2 * tx0(grp);
+    constexpr int64_t kSeg = 2 * L / ROWS;  // a tile row's output columns in a vector pair
+    const int64_t plane = g.out_h() * ow(), ty = ty0(grp), at = 2 * ty * ow() + 2 * tx0(grp);
+    const bool staged = edge(grp);
+    const int64_t cols = std::min<int64_t>(kSeg, ow() - 2 * tx0(grp));  // a segment's columns inside
     for (int64_t kr = 0; kr < KR; ++kr) {
       const int64_t k = kb * KR + kr;
       V s[2][4], out[2][2];
@@ -262,29 +294,33 @@ template <int ROWS, int64_t KR> struct Winograd {
         out[a][0] = s[a][0] + s[a][1] + s[a][2] + b;
         out[a][1] = s[a][1] - s[a][2] - s[a][3] + b;
       }
-      // an edge group's rows and columns inside the output (all of them elsewhere)
-      const int64_t rows_in = std::min<int64_t>(2, g.out_h() - 2 * ty0(grp));
-      const int64_t cols_in = std::min<int64_t>(2 * L, ow() - 2 * tx0(grp));
-      for (int a = 0; a < rows_in; ++a) {
+      for (int a = 0; a < 2; ++a) {
         V lo = zip(out[a][0], out[a][1], 0), hi = zip(out[a][0], out[a][1], 1);
+        // tile row q's output row 2 * (ty + q) + a starts at off + 2 * q * ow(); an edge group
+        // stores the segments whose row is inside the output, `cols` pixels each, staged
         const int64_t off = k * plane + at + a * ow();
-        alignas(64) float part[2 * L] = {};  // an edge row's pixels, staged
-        const bool whole = ROWS > 1 || cols_in == 2 * L;
+        const int64_t rows = std::clamp<int64_t>(ceil_div(std::max<int64_t>(0, g.out_h() - 2 * ty - a), 2), 0, ROWS);
+        alignas(64) float part[2 * L] = {};
         if (ep.residual != nullptr) {
           V rlo, rhi;
-          if (!whole) std::memcpy(part, res + off, cols_in * sizeof(float));
-          load_seq<ROWS>(whole ? res + off : part, 2 * ow(), rlo, rhi);
+          if (staged) {
+            for (int64_t q = 0; q < rows; ++q)
+              std::memcpy(part + q * kSeg, res + off + 2 * q * ow(), cols * sizeof(float));
+            load_seq<1>(part, 0, rlo, rhi);
+          } else {
+            load_seq<ROWS>(res + off, 2 * ow(), rlo, rhi);
+          }
           lo = lo + rlo, hi = hi + rhi;
         }
         if (ep.relu) {  // as kern::relu: NaN stays
           lo = lo > 0 ? lo : (lo != lo ? lo : V{});
           hi = hi > 0 ? hi : (hi != hi ? hi : V{});
         }
-        if (whole) {
-          store_seq<ROWS>(y + off, 2 * ow(), lo, hi);
-        } else {
+        if (staged) {
           store_seq<1>(part, 0, lo, hi);
-          std::memcpy(y + off, part, cols_in * sizeof(float));
+          for (int64_t q = 0; q < rows; ++q) std::memcpy(y + off + 2 * q * ow(), part + q * kSeg, cols * sizeof(float));
+        } else {
+          store_seq<ROWS>(y + off, 2 * ow(), lo, hi);
         }
       }
     }
@@ -336,14 +372,15 @@ template <int ROWS> void forward_rows(const Conv2dGeometry& g, const float* x, c
 // 5, 2 threads: 1.04-1.7x on AVX-512 and 1.4-2.8x on AVX2 against the direct kernel; 1.3-1.5x
 // against the plane kernels at 4 and 8 output channels).
 bool winograd_forward(const Conv2dGeometry& g) {
-  const int64_t rows = rows_per_vector(g);
+  const int64_t rows = rows_per_vector(g), tiles_w = ceil_div(g.out_w(), 2), tiles_h = ceil_div(g.out_h(), 2);
   if (!(g.groups == 1 && g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == g.pad_w &&
         g.pad_h <= 1 && block_width(g.k) != 0 && rows != 0))
     return false;
-  // Rows that end in a partial vector copy their patch rows (edge groups): that pays for itself
-  // from 64 output channels on (28 and 56 wide: 1.2-1.4x at 64 and 128 channels, 1.0x at 32,
-  // 0.74-0.83x at 16).
-  const bool edges = rows == 1 && (g.out_w() % 2 != 0 || g.out_h() % 2 != 0 || g.out_w() / 2 % L != 0);
+  // Rows that end in a partial vector or segment copy their patch rows (edge groups): that pays
+  // for itself from 64 output channels on (28 and 56 wide: 1.2-1.4x at 64 and 128 channels, 1.0x
+  // at 32, 0.74-0.83x at 16).
+  const bool edges = g.out_w() % 2 != 0 || g.out_h() % 2 != 0 ||
+                     (rows == 1 ? tiles_w % L != 0 : tiles_w * rows != L || tiles_h % rows != 0);
   return !edges || g.k >= 64;
 }
 
