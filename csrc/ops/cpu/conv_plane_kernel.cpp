@@ -3,7 +3,6 @@
 // empty. conv_kernel.cpp decides when (plane_kernels) and calls these.
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -304,7 +303,7 @@ void conv2d_backward_planes(const Conv2dGeometry& g, const T* x, const T* w, con
         Acc bias_sum = 0;
         for (int64_t b = 0; b < g.n; ++b) {
           const T* dyk = dy + (b * g.k + k) * pixels;
-          if (dbias != nullptr) bias_sum = std::accumulate(dyk, dyk + pixels, bias_sum);
+          if (dbias != nullptr) bias_sum += sum_row(dyk, pixels);
           if (dw == nullptr) continue;
           conv.pad_grad(dyk, grad.data());
           for (int64_t ci = 0; ci < cg; ++ci) {
