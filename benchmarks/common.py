@@ -31,10 +31,18 @@ def bench(fn, warmup=3, repeat=None, min_time=0.5, min_repeat=5):
     return stats(_samples(fn, repeat, min_time, min_repeat))
 
 
-def bench_interleaved(fns, warmup=3, rounds=5, min_time=0.5):
+# A pause before each side's slice in bench_interleaved: the side that ran before leaves its idle
+# threads spinning for a while (OpenBLAS's workers, some 10-30 ms here), and they take the cores
+# from the next side. Measured: Nexus's 1024^3 matmul ran at 236 GFLOP/s in slices right after
+# numpy's, 412 after a 30 ms pause, when numpy's OpenBLAS ran its AVX-512 kernels.
+SETTLE_S = 0.05
+
+
+def bench_interleaved(fns, warmup=3, rounds=5, min_time=0.5, settle=SETTLE_S):
     """bench() for several functions compared with each other (ours vs the peer), alternating
     between them in `rounds` slices of min_time / rounds each, so that a load change on the
-    machine hits every side alike and the ratio stays meaningful. Returns one dict per fn.
+    machine hits every side alike and the ratio stays meaningful. Each slice starts after
+    `settle` seconds of quiet (SETTLE_S). Returns one dict per fn.
     """
     for fn in fns:
         for _ in range(warmup):
@@ -42,6 +50,8 @@ def bench_interleaved(fns, warmup=3, rounds=5, min_time=0.5):
     times = [[] for _ in fns]
     for _ in range(rounds):
         for fn, t in zip(fns, times):
+            if settle > 0:
+                time.sleep(settle)
             t += _samples(fn, None, min_time / rounds, 1)
     return [stats(t) for t in times]
 

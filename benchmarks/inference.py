@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import print_run_notes, table, threads  # noqa: E402
+from common import SETTLE_S, print_run_notes, table, threads  # noqa: E402
 
 os.environ.setdefault("NEXUS_CACHE_DIR", tempfile.mkdtemp(prefix="nx-inference-cache-"))  # cold kernels
 
@@ -143,10 +143,12 @@ def calls(eng: dict, feeds: dict) -> dict:
 
 
 def interleaved_samples(fns: dict, min_time: float, rounds: int = 5) -> dict:
-    """name -> sorted call times: each fn called for min_time/rounds per round, in turn."""
+    """name -> sorted call times: each fn called for min_time/rounds per round, in turn, each
+    slice after SETTLE_S of quiet (the engine before it leaves idle threads spinning)."""
     times = {k: [] for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
+            time.sleep(SETTLE_S)
             start = time.perf_counter()
             while True:
                 t0 = time.perf_counter()
