@@ -119,10 +119,14 @@ template <class T> struct PlaneConv {
         }
       }
     }
+    // A row narrower than a vector (the plane one column block wide) is stored whole unless the
+    // vector would pass the plane's end: its extra lanes land on the next rows' first pixels,
+    // which their own stores overwrite later (a plane is one unit, its rows stored in order).
+    // Lane by lane, 14-wide rows cost more than the taps of a 3x3 depthwise convolution.
     const int64_t ow_n = g.out_w(), n = std::min(L, ow_n - ow0);
     for (int64_t r = 0; r < RN; ++r) {
       T* dst = y + (oh0 + r) * ow_n + ow0;
-      if (n == L) std::memcpy(dst, &acc[r], sizeof(V));
+      if (n == L || (ow_n < L && (oh0 + r) * ow_n + L <= g.out_h() * ow_n)) std::memcpy(dst, &acc[r], sizeof(V));
       else
         for (int64_t l = 0; l < n; ++l) dst[l] = acc[r][l];
     }
