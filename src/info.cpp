@@ -20,7 +20,7 @@ void bind_info(py::module_& m) {
     d["build_type"] = NEXUS_BUILD_TYPE;
     d["blas"] = ops::blas_name();
     d["blas_core"] = ops::blas_core();  // OpenBLAS's kernels on this CPU
-    d["march"] = NEXUS_ARCH;  // "portable", or the one -march of a NEXUS_ARCH build
+    d["march"] = NEXUS_ARCH;            // "portable", or the one -march of a NEXUS_ARCH build
     py::list variants;
     for (CpuVariant v : built_cpu_variants()) variants.append(cpu_variant_name(v));
     d["cpu_variants"] = variants;
