@@ -12,6 +12,7 @@
 #include "base/thread_pool.h"
 #include "codegen/kernel_prelude.h"  // kern::relu, the op the epilogues apply
 #include "ops/cpu/conv_kernel.h"
+#include "ops/cpu/loops.h"  // sum_in_lanes
 #include "tensor/allocator.h"
 #include "tensor/tensor.h"  // Storage
 
@@ -20,21 +21,6 @@ namespace {
 
 // Sums over windows, rows and the batch are carried in double for both float and double.
 using Acc = double;
-
-// The sum of n values in double, over 16 lanes added in order at the end (the same result on
-// every call): a bias gradient's rows, summed one value after the other, were a chain of
-// dependent additions (a fifth of a depthwise convolution's backward at 14x14).
-template <class T> Acc sum_row(const T* x, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  Acc lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += Acc(x[i + j]);
-  Acc sum = 0;
-  for (int64_t j = 0; j < kLanes; ++j) sum += lanes[j];
-  for (; i < n; ++i) sum += Acc(x[i]);
-  return sum;
-}
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -614,7 +614,7 @@ template <class T, int64_t KV> void conv_backward_weight_direct(const Conv2dGeom
         const T* dy_b = dy + b * s.out_img;
         for (int64_t k = 0; k < g.k && dbias != nullptr; ++k) {
           const T* row = dy_b + k * s.pixels;
-          bias_runs[r * g.k + k] += sum_row(row, s.pixels);
+          bias_runs[r * g.k + k] += sum_in_lanes(row, s.pixels);
         }
         if (dwt == nullptr) continue;
         const T* xb = pad_image(g, x + b * s.in_img, xp.data());
@@ -769,7 +769,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
         if (dbias != nullptr) {
           for (int64_t k = 0; k < g.k; ++k) {
             const T* row = dyg.data() + k * ld;
-            bias_r[k] += sum_row(row, ld);
+            bias_r[k] += sum_in_lanes(row, ld);
           }
         }
         if (dw_r != nullptr) {

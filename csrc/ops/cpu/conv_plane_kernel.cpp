@@ -307,7 +307,7 @@ void conv2d_backward_planes(const Conv2dGeometry& g, const T* x, const T* w, con
         Acc bias_sum = 0;
         for (int64_t b = 0; b < g.n; ++b) {
           const T* dyk = dy + (b * g.k + k) * pixels;
-          if (dbias != nullptr) bias_sum += sum_row(dyk, pixels);
+          if (dbias != nullptr) bias_sum += sum_in_lanes(dyk, pixels);
           if (dw == nullptr) continue;
           conv.pad_grad(dyk, grad.data());
           for (int64_t ci = 0; ci < cg; ++ci) {

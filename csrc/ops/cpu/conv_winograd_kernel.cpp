@@ -122,6 +122,23 @@ int64_t block_width(int64_t k) {
   return 0;
 }
 
+// Whether the group of tiles from tile row ty and tile column tx, `rows` tile rows per vector,
+// overhangs the output: at the right or bottom edge (one tile row per vector), or with segments
+// that a tile row does not fill, or tile rows past the bottom (2 or 4 per vector). Such a group's
+// patch rows are copied zero-extended, and only its pixels inside the output are stored.
+bool edge_group(const Conv2dGeometry& g, int64_t rows, int64_t ty, int64_t tx) {
+  if (rows == 1) return 2 * (tx + L) > g.out_w() || 2 * ty + 2 > g.out_h();
+  return ceil_div(g.out_w(), 2) * rows != L || g.out_w() % 2 != 0 || 2 * (ty + rows) > g.out_h();
+}
+
+// `count` columns of an input row from column `first` on (null: a row above or below the image),
+// zero outside the image.
+void stage_columns(const float* row, int64_t w, int64_t first, int64_t count, float* stage) {
+  const int64_t lo = std::max<int64_t>(0, first), hi = std::min(w, first + count);
+  std::fill(stage, stage + count, 0.0f);
+  if (row != nullptr && hi > lo) std::memcpy(stage + (lo - first), row + lo, (hi - lo) * sizeof(float));
+}
+
 // U = G g G^T for every (k, c) filter, as u[xi][k block][c][KR] (the sums' broadcast order).
 // Made a (k block, c) at a time, so that each of the 16 destinations gets KR adjacent floats.
 void transform_filters(const float* w, int64_t k_n, int64_t c_n, int64_t kr_n, float* u) {
@@ -165,32 +182,16 @@ template <int ROWS, int64_t KR> struct Winograd {
   int64_t groups() const { return ceil_div(ceil_div(g.out_h(), 2), ROWS) * groups_per_row(); }
   int64_t ty0(int64_t grp) const { return grp / groups_per_row() * ROWS; }  // the group's first tile
   int64_t tx0(int64_t grp) const { return grp % groups_per_row() * L; }
-  // A group that its vectors overhang: at the right or bottom edge (one tile row per vector), or
-  // with segments that a tile row does not fill, or tile rows past the bottom (2 or 4 per vector).
-  // Its patch rows are copied zero-extended, and only its pixels inside the output are stored.
-  bool edge(int64_t grp) const {
-    if (ROWS == 1) return 2 * (tx0(grp) + L) > ow() || 2 * ty0(grp) + 2 > g.out_h();
-    return tiles_w() * ROWS != L || ow() % 2 != 0 || 2 * (ty0(grp) + ROWS) > g.out_h();
-  }
+  bool edge(int64_t grp) const { return edge_group(g, ROWS, ty0(grp), tx0(grp)); }
 
-  // The 2L + 2 columns from 2 * tx - pad on of input row `row` (null: above or below the image),
-  // zero outside it.
-  void edge_row(const float* row, int64_t tx, float* stage) const {
-    const int64_t first = 2 * tx - g.pad_w, lo = std::max<int64_t>(0, first), hi = std::min(g.w, first + 2 * L + 2);
-    std::fill(stage, stage + 2 * L + 2, 0.0f);
-    if (row != nullptr && hi > lo) std::memcpy(stage + (lo - first), row + lo, (hi - lo) * sizeof(float));
-  }
-
-  // An edge group of 2 or 4 tile rows per vector: for patch row i, the 2L / ROWS columns from
-  // `from` - pad on of each tile row's input row, one after the other, zero outside the image.
-  void edge_rows(const float* plane, int64_t ty, int i, int64_t from, float* stage) const {
+  // An edge group's patch row i: the 2L / ROWS columns from 2 * tx + `from` - pad on of each of
+  // its tile rows' input rows, one after the other (stage_columns).
+  void edge_rows(const float* plane, int64_t ty, int64_t tx, int i, int64_t from, float* stage) const {
     constexpr int64_t kSeg = 2 * L / ROWS;
-    std::fill(stage, stage + 2 * L, 0.0f);
-    const int64_t first = from - g.pad_w, lo = std::max<int64_t>(0, first), hi = std::min(g.w, first + kSeg);
     for (int q = 0; q < ROWS; ++q) {
       const int64_t r = 2 * (ty + q) + i - g.pad_h;
-      if (r >= 0 && r < g.h && hi > lo)
-        std::memcpy(stage + q * kSeg + (lo - first), plane + r * g.w + lo, (hi - lo) * sizeof(float));
+      stage_columns(r >= 0 && r < g.h ? plane + r * g.w : nullptr, g.w, 2 * tx + from - g.pad_w, kSeg,
+                    stage + q * kSeg);
     }
   }
 
@@ -215,19 +216,11 @@ template <int ROWS, int64_t KR> struct Winograd {
         V d0, d1, d2, d3;
         if (edge(grp)) {  // the patch columns from copies: those at 2t - pad and 2t + 2 - pad
           V a, b, a2, b2;
-          if constexpr (ROWS == 1) {
-            const int64_t r = 2 * ty + i - pad;
-            alignas(64) float stage[2 * L + 2];
-            edge_row(r >= 0 && r < h ? plane + r * w : nullptr, tx, stage);
-            load_seq<1>(stage, 0, a, b);
-            load_seq<1>(stage + 2, 0, a2, b2);
-          } else {
-            alignas(64) float stage[2][2 * L];
-            edge_rows(plane, ty, i, 0, stage[0]);
-            edge_rows(plane, ty, i, 2, stage[1]);
-            load_seq<1>(stage[0], 0, a, b);
-            load_seq<1>(stage[1], 0, a2, b2);
-          }
+          alignas(64) float stage[2][2 * L];
+          edge_rows(plane, ty, tx, i, 0, stage[0]);
+          edge_rows(plane, ty, tx, i, 2, stage[1]);
+          load_seq<1>(stage[0], 0, a, b);
+          load_seq<1>(stage[1], 0, a2, b2);
           d0 = even(a, b), d1 = odd(a, b), d2 = even(a2, b2), d3 = odd(a2, b2);
         } else if (pad == 0) {
           V a, b, a2, b2;
@@ -372,16 +365,18 @@ template <int ROWS> void forward_rows(const Conv2dGeometry& g, const float* x, c
 // 5, 2 threads: 1.04-1.7x on AVX-512 and 1.4-2.8x on AVX2 against the direct kernel; 1.3-1.5x
 // against the plane kernels at 4 and 8 output channels).
 bool winograd_forward(const Conv2dGeometry& g) {
-  const int64_t rows = rows_per_vector(g), tiles_w = ceil_div(g.out_w(), 2), tiles_h = ceil_div(g.out_h(), 2);
+  const int64_t rows = rows_per_vector(g);
   if (!(g.groups == 1 && g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == g.pad_w &&
         g.pad_h <= 1 && block_width(g.k) != 0 && rows != 0))
     return false;
   // Rows that end in a partial vector or segment copy their patch rows (edge groups): that pays
   // for itself from 64 output channels on (28 and 56 wide: 1.2-1.4x at 64 and 128 channels, 1.0x
   // at 32, 0.74-0.83x at 16).
-  const bool edges = g.out_w() % 2 != 0 || g.out_h() % 2 != 0 ||
-                     (rows == 1 ? tiles_w % L != 0 : tiles_w * rows != L || tiles_h % rows != 0);
-  return !edges || g.k >= 64;
+  // Edge groups come last (the bottom right): there are some when the last group is one.
+  const int64_t tiles_w = ceil_div(g.out_w(), 2), tiles_h = ceil_div(g.out_h(), 2);
+  const int64_t last_ty = (ceil_div(tiles_h, rows) - 1) * rows,
+                last_tx = rows == 1 ? (ceil_div(tiles_w, L) - 1) * L : 0;
+  return !edge_group(g, rows, last_ty, last_tx) || g.k >= 64;
 }
 
 void conv2d_forward_winograd(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,

@@ -84,6 +84,21 @@ template <int N> struct StridedLoop {
   }
 };
 
+// The sum of x[0, n) in double: 16 lanes along the run, then the lanes in order and the rest.
+// One fixed order (the same result on every call) at streaming speed, where a single chain of
+// dependent additions runs at one per add's latency. Float sums and convolutions' bias gradients.
+template <class T> double sum_in_lanes(const T* x, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += double(x[i + j]);
+  double sum = 0;
+  for (int64_t j = 0; j < kLanes; ++j) sum += lanes[j];
+  for (; i < n; ++i) sum += double(x[i]);
+  return sum;
+}
+
 #ifdef NX_CPU_VARIANT
 }  // namespace NX_CPU_VARIANT
 #endif

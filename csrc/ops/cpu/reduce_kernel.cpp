@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "ops/cpu/loops.h"           // sum_in_lanes
 #include "ops/ops.h"                 // copy_
 #include "codegen/kernel_prelude.h"  // kern::add: integer sums wrap as numpy's, without UB
 
@@ -23,14 +24,7 @@ template <class T> using SumAcc = std::conditional_t<std::is_floating_point_v<T>
 
 template <class T> SumAcc<T> sum_block(const T* x, int64_t n) {
   if constexpr (std::is_floating_point_v<T>) {
-    double lanes[kLanes] = {};
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-      for (int64_t j = 0; j < kLanes; ++j) lanes[j] += double(x[i + j]);
-    double acc = 0;
-    for (int64_t j = 0; j < kLanes; ++j) acc += lanes[j];
-    for (; i < n; ++i) acc += x[i];
-    return acc;
+    return sum_in_lanes(x, n);
   } else {
     int64_t acc = 0;
     for (int64_t i = 0; i < n; ++i) acc = kern::add(acc, int64_t(x[i]));
