@@ -78,7 +78,8 @@ const char* kind_name(Kind k, bool list) {
 
 Buffer Buffer::allocate(size_t bytes) {
   Buffer b;
-  b.data = std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
+  const alloc::Block block = alloc::allocate(std::max<size_t>(bytes, 1));
+  b.data = {static_cast<std::byte*>(block.data), BlockRelease{block.capacity}};
   b.bytes = bytes;
   return b;
 }
@@ -139,7 +140,7 @@ void ColumnBuilder::set_kind(Kind k, bool list, int64_t line) {
 
 void ColumnBuilder::promote_to_float() {
   floats_.assign(ints_.begin(), ints_.end());
-  std::vector<int64_t>().swap(ints_);
+  Values<int64_t>().swap(ints_);
   kind_ = Kind::Float;
 }
 

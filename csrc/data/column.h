@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensor/allocator.h"
+
 namespace nexus::data {
 
 // The dtype of a finished column. String columns keep UTF-8 bytes plus offsets; `valid` marks
@@ -20,9 +22,14 @@ enum class DType : uint8_t { Bool, Int32, Int64, Float32, Float64, String };
 const char* dtype_name(DType d);
 DType dtype_from_name(const std::string& name);  // "float32", "str", ... ; ValueError otherwise
 
-// An uninitialised heap buffer whose ownership moves to numpy without a copy.
+// An uninitialised buffer from the host allocator (huge pages from 4 MiB, reused by size class)
+// whose ownership moves to numpy without a copy.
+struct BlockRelease {
+  size_t capacity = 0;
+  void operator()(std::byte* p) const noexcept { alloc::release({p, capacity}); }
+};
 struct Buffer {
-  std::unique_ptr<std::byte[]> data;
+  std::unique_ptr<std::byte, BlockRelease> data;
   size_t bytes = 0;
   static Buffer allocate(size_t bytes);
   template <class T> T* as() { return reinterpret_cast<T*>(data.get()); }
@@ -81,6 +88,10 @@ std::string not_an_integer(const std::string& column, std::string_view text, con
 void check_dtype_keys(const ReadOptions& opt, const std::vector<std::string>& names, const char* absent);
 
 enum class Kind : uint8_t { Null, Bool, Int, Float, String };
+
+// A builder's values: megabytes per column of a large file, so from the host allocator's cache
+// (huge pages, reused from one read to the next) rather than faulted in 4 KiB at a time.
+template <class T> using Values = std::vector<T, alloc::CachedAllocator<T>>;
 const char* kind_name(Kind k, bool list);
 
 // One column of one range. Every row of the range has exactly one entry (a value or a
@@ -124,11 +135,11 @@ class ColumnBuilder {
   void push_missing();  // this row has no value (absent key or null)
 
   // Merged view, used by stitch().
-  const std::vector<int64_t>& ints() const { return ints_; }
-  const std::vector<double>& floats() const { return floats_; }
-  const std::vector<uint8_t>& bools() const { return bools_; }
+  const Values<int64_t>& ints() const { return ints_; }
+  const Values<double>& floats() const { return floats_; }
+  const Values<uint8_t>& bools() const { return bools_; }
   const std::string& string_chars() const { return chars_; }
-  const std::vector<int64_t>& ends() const { return ends_; }
+  const Values<int64_t>& ends() const { return ends_; }
   const std::vector<int64_t>& missing() const { return missing_; }
   void reserve(size_t rows);
 
@@ -151,11 +162,11 @@ class ColumnBuilder {
   int64_t rows_ = 0;
   int64_t first_line_ = -1;  // chunk-local 0-based line where the kind was set
   int64_t backfill_ = 0;     // missing rows before the first value, placed by end_value()
-  std::vector<int64_t> ints_;
-  std::vector<double> floats_;
-  std::vector<uint8_t> bools_;
+  Values<int64_t> ints_;
+  Values<double> floats_;
+  Values<uint8_t> bools_;
   std::string chars_;
-  std::vector<int64_t> ends_;
+  Values<int64_t> ends_;
   std::vector<int64_t> missing_;
   // sizes at begin_row(), for rollback()
   int64_t touched_row_ = -1;

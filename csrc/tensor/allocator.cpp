@@ -21,6 +21,8 @@ constexpr size_t kMinClass = 64;  // the smallest size class (one cache line)
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kHugeThreshold = size_t(4) << 20;  // from here: 2 MiB aligned, MADV_HUGEPAGE
 
+}  // namespace
+
 // Four classes per power of two (at most 25% slack) from 256 bytes: 64, 128, 192, 256, 320, 384,
 // 448, 512, 640, ..., 32K, 40K, 48K, ...
 size_t size_class(size_t n) {
@@ -30,6 +32,8 @@ size_t size_class(size_t n) {
   size_t step = std::max(kMinClass, p / 4);
   return (std::max<size_t>(n, 1) + step - 1) / step * step;
 }
+
+namespace {
 
 size_t cache_limit() { return size_t(knob_int("NEXUS_ALLOC_CACHE_MB").value_or(0)) << 20; }
 

@@ -1,4 +1,5 @@
-// The host allocator behind every owned Storage: a size-class cache of large blocks.
+// The host allocator behind every owned Storage (and the text readers' columns): a size-class
+// cache of large blocks.
 //
 // A training step allocates the same activation and gradient sizes every step. Fresh blocks of
 // 32 KiB and more come from mmap, and their first touch costs a page fault per 4 KiB: measured
@@ -22,6 +23,7 @@ struct Block {
 // Throws std::bad_alloc when the system has no memory left.
 Block allocate(size_t nbytes);
 void release(Block b);
+size_t size_class(size_t nbytes);  // the capacity allocate(nbytes) rounds up to
 
 // What the cache did since the process started.
 struct Stats {
@@ -46,6 +48,20 @@ template <class T> class Scratch {
 
  private:
   Block block_;
+};
+
+// A std::vector allocator over the same cache, for containers that grow to megabytes (the text
+// readers' columns): their memory comes back as huge pages from the cache instead of being
+// faulted in 4 KiB at a time on every read.
+template <class T> struct CachedAllocator {
+  using value_type = T;
+  CachedAllocator() = default;
+  template <class U> CachedAllocator(const CachedAllocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(nexus::alloc::allocate(n * sizeof(T)).data); }
+  // The block goes back under the class of the bytes asked for: a block served from a larger
+  // class is only filed smaller than it is.
+  void deallocate(T* p, size_t n) noexcept { release({p, size_class(n * sizeof(T))}); }
+  template <class U> bool operator==(const CachedAllocator<U>&) const noexcept { return true; }
 };
 
 }  // namespace nexus::alloc
