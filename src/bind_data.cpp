@@ -1,8 +1,11 @@
 // Data-pipeline bindings: the parsers run with the GIL released; their columns move into numpy
 // without a copy (a capsule owns each buffer). String columns become object arrays of str, which
-// needs the interpreter, so that conversion (one PyUnicode per row) lives here.
+// needs the interpreter, so that conversion (one PyUnicode per distinct text) lives here.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
+
+#include <string_view>
+#include <unordered_map>
 
 #include "bindings.h"
 #include "data/csv.h"
@@ -20,14 +23,38 @@ template <class T> py::capsule owner(T* p) {
   return py::capsule(p, [](void* q) { delete static_cast<T*>(q); });
 }
 
+// Rows with the same text share one str, as pyarrow's to_pandas does by default: a column of
+// labels or categories repeats a few values over many rows, and a lookup costs less than a new
+// object (and its memory). The table of shared values stops growing at kMaxShared entries, and
+// the lookups stop once it is full and fewer than half of the rows so far were found in it (a
+// column of distinct values: ids, free text).
+constexpr size_t kMaxShared = 4096;
+
 py::object strings_to_numpy(const data::Column& c) {
   py::array out = py::module_::import("numpy").attr("empty")(c.rows, "object");
   auto** slots = static_cast<PyObject**>(out.mutable_data());  // all None
+  std::unordered_map<std::string_view, PyObject*> shared;      // borrowed: out holds a reference
+  int64_t looked = 0, found = 0;
+  bool sharing = true;
   for (int64_t i = 0; i < c.rows; ++i) {
     if (!c.valid.empty() && !c.valid[size_t(i)]) continue;
-    const char* s = c.chars.data() + c.offsets[size_t(i)];
-    PyObject* u = PyUnicode_DecodeUTF8(s, c.offsets[size_t(i) + 1] - c.offsets[size_t(i)], "surrogatepass");
-    if (!u) throw py::error_already_set();
+    const std::string_view text(c.chars.data() + c.offsets[size_t(i)],
+                                size_t(c.offsets[size_t(i) + 1] - c.offsets[size_t(i)]));
+    PyObject* u = nullptr;
+    if (sharing) {
+      ++looked;
+      if (auto it = shared.find(text); it != shared.end()) {
+        u = it->second;
+        Py_INCREF(u);
+        ++found;
+      }
+    }
+    if (!u) {
+      u = PyUnicode_DecodeUTF8(text.data(), py::ssize_t(text.size()), "surrogatepass");
+      if (!u) throw py::error_already_set();
+      if (sharing && shared.size() < kMaxShared) shared.emplace(text, u);
+      else if (sharing && 2 * found < looked) sharing = false;
+    }
     PyObject* none = slots[i];
     slots[i] = u;
     Py_XDECREF(none);

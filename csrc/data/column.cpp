@@ -144,7 +144,7 @@ void ColumnBuilder::promote_to_float() {
   kind_ = Kind::Float;
 }
 
-bool ColumnBuilder::end_value(int64_t list_len) {
+bool ColumnBuilder::end_value_slow(int64_t list_len) {
   if (list_ && width_ < 0) {
     width_ = list_len;  // the first list of this range fixes the width
   } else if (list_ && list_len != width_) {

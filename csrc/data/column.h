@@ -130,8 +130,12 @@ class ColumnBuilder {
   void end_string() { ends_.push_back(int64_t(chars_.size())); }
   int64_t list_values() const;  // numeric values held (for list length checks)
   // Ends a value of this row; a list's width is fixed by its first value (returns false when a
-  // later list has another length).
-  bool end_value(int64_t list_len);
+  // later list has another length). Inline for a scalar with nothing to backfill: once per value.
+  bool end_value(int64_t list_len) {
+    if (list_ || backfill_ > 0) return end_value_slow(list_len);
+    ++rows_;
+    return true;
+  }
   void push_missing();  // this row has no value (absent key or null)
 
   // Merged view, used by stitch().
@@ -145,6 +149,7 @@ class ColumnBuilder {
 
  private:
   void push_placeholders(int64_t n);
+  bool end_value_slow(int64_t list_len);
   size_t active_size() const {
     switch (kind_) {
       case Kind::Int: return ints_.size();

@@ -178,3 +178,19 @@ def test_numbers_read_in_place_hand_every_other_field_to_the_general_path():
     assert str(f[5]) == "-0.0" and f[6] == float("inf") and f[7] == 0.25
     t = nx.data.read_csv(b"n\n1\n2\nx\n")  # text after numbers: the column is str, as written
     assert t["n"].tolist() == ["1", "2", "x"]
+
+
+def test_repeated_strings_share_one_str_and_distinct_ones_stay_exact():
+    # A column of a few labels over many rows: equal texts become one str object (as pyarrow's
+    # to_pandas does); a column of distinct texts (past the table of shared values) is read as is.
+    labels = ["red", "green", "blué", "", "say \"hi\""]
+    n = 20_000
+    rows = [[labels[i % len(labels)], f"id-{i}"] for i in range(n)]
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([["label", "key"], *rows])
+    t = nx.data.read_csv(buf.getvalue().encode())
+    got = t["label"]
+    assert got.tolist() == [r[0] if r[0] else None for r in rows]  # "" reads as missing
+    assert got[0] is got[5] and got[2] is got[len(labels) * 100 + 2]
+    assert len({id(v) for v in got if v is not None}) == len(labels) - 1
+    assert t["key"].tolist() == [r[1] for r in rows]
