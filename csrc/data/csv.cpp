@@ -397,11 +397,9 @@ Table parse_csv(const char* data, size_t size, const ReadOptions& opt, const Csv
   for (;;) {
     std::vector<RangeResult> results(ranges.size());
     std::vector<std::vector<uint8_t>> mixed(ranges.size(), std::vector<uint8_t>(lay.names.size()));
-    parallel_for(int64_t(ranges.size()), 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        RangeParser p(data, sopt, csv, lay, results[size_t(i)], mixed[size_t(i)]);
-        p.run(data + ranges[size_t(i)].first, data + ranges[size_t(i)].second);
-      }
+    parse_ranges(int64_t(ranges.size()), opt.threads, [&](int64_t i) {
+      RangeParser p(data, sopt, csv, lay, results[size_t(i)], mixed[size_t(i)]);
+      p.run(data + ranges[size_t(i)].first, data + ranges[size_t(i)].second);
     });
     // a column with text somewhere and numbers or booleans elsewhere is read again as str
     bool again = false;

@@ -510,11 +510,9 @@ Table parse_jsonl_lines(const char* data, size_t begin, size_t size, const ReadO
                         int64_t byte_base) {
   auto ranges = split_lines(data, begin, size, range_count(size - begin, opt.threads));
   std::vector<RangeResult> results(ranges.size());
-  parallel_for(int64_t(ranges.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      RangeParser parser(data, byte_base, opt, results[size_t(i)]);
-      parser.run(data + ranges[size_t(i)].first, data + ranges[size_t(i)].second);
-    }
+  parse_ranges(int64_t(ranges.size()), opt.threads, [&](int64_t i) {
+    RangeParser parser(data, byte_base, opt, results[size_t(i)]);
+    parser.run(data + ranges[size_t(i)].first, data + ranges[size_t(i)].second);
   });
   Table t = stitch(results, opt, line_base);
   t.stats.bytes = int64_t(size);

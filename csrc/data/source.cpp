@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -60,10 +61,25 @@ Source::~Source() {
   if (mapped_) ::munmap(const_cast<char*>(data_), size_);
 }
 
+namespace {
+
+int reader_threads(int threads) { return threads > 0 ? std::min(threads, num_threads()) : num_threads(); }
+
+}  // namespace
+
 int range_count(size_t bytes, int threads) {
-  int t = threads > 0 ? std::min(threads, num_threads()) : num_threads();
   constexpr size_t kMinRangeBytes = 1 << 16;
-  return int(std::clamp<size_t>(bytes / kMinRangeBytes, 1, size_t(t)));
+  constexpr size_t kRangesPerThread = 8;
+  const int t = reader_threads(threads);
+  return int(std::clamp<size_t>(bytes / kMinRangeBytes, 1, t == 1 ? 1 : size_t(t) * kRangesPerThread));
+}
+
+void parse_ranges(int64_t ranges, int threads, const std::function<void(int64_t)>& parse) {
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(reader_threads(threads), ranges), 1, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k)
+      for (int64_t i; (i = next.fetch_add(1)) < ranges;) parse(i);
+  });
 }
 
 namespace {

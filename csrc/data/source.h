@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,8 +42,14 @@ class Source {
 std::vector<std::pair<size_t, size_t>> split_lines(const char* data, size_t begin, size_t size, int parts,
                                                    char quote = 0);
 
-// The number of ranges to parse with `threads` (0: the pool's size) for `bytes` bytes.
+// The number of ranges to cut `bytes` bytes into for `threads` (0: the pool's size): several per
+// thread (at least 64 KiB each), so that parse_ranges can balance them.
 int range_count(size_t bytes, int threads);
+
+// Calls parse(i) for every i in [0, ranges) on `threads` pool threads (0: the pool's size), each
+// taking the next range not yet taken when it finishes one: a thread that the machine's other
+// work slows down parses fewer ranges instead of holding up the read.
+void parse_ranges(int64_t ranges, int threads, const std::function<void(int64_t)>& parse);
 
 // The first byte of [p, end) that does not start a valid UTF-8 sequence (end if all are valid).
 // Surrogates and overlong forms are invalid, as in Python's strict decoder.
