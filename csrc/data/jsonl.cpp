@@ -291,18 +291,39 @@ class RangeParser {
   // read) goes through number_end() for its error.
   double fast_double() {
     data::Decimal dec;
-    const char* end = data::scan_decimal(p_, e_, dec, /*bare_point=*/false);
-    const char* first = p_ + (*p_ == '-');
-    const bool suspect = end == p_ || (end < e_ && (is_digit(*end) || *end == '.' || *end == 'e' || *end == 'E')) ||
-                         (*first == '0' && first + 1 < end && is_digit(first[1]));
+    const char* end = scan_number(dec);
     double d;
-    if (suspect) {
+    if (!end) {
       parse_double(d, number_end());
       return d;
     }
     d = data::decimal_to_double(dec, p_, end);
     p_ = end;
     return d;
+  }
+
+  // The end of the number at p_ as scan_decimal reads it into dec, or null where it may not
+  // read as JSON there (the caller then asks number_end()).
+  const char* scan_number(data::Decimal& dec) {
+    const char* end = data::scan_decimal(p_, e_, dec, /*bare_point=*/false);
+    const char* first = p_ + (*p_ == '-');
+    const bool suspect = end == p_ || (end < e_ && (is_digit(*end) || *end == '.' || *end == 'e' || *end == 'E')) ||
+                         (*first == '0' && first + 1 < end && is_digit(first[1]));
+    return suspect ? nullptr : end;
+  }
+
+  // A number of a column not asked for: its grammar checked, its value not worked out.
+  void skip_number() {
+    const char* t = p_ + (*p_ == '-');
+    if (t < e_ && (*t == 'I' || *t == 'N')) {  // Infinity and NaN, or the error for what is neither
+      int64_t i;
+      double d;
+      number(i, d);
+      return;
+    }
+    data::Decimal dec;
+    const char* end = scan_number(dec);
+    p_ = end ? end : number_end();
   }
 
   // The double of the number at p_, which ends at end (number_end()): the nearest one;
@@ -483,9 +504,7 @@ class RangeParser {
         fail(p_, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
       }
     }
-    int64_t i;
-    double d;
-    number(i, d);
+    skip_number();
   }
 
   const char* data_;

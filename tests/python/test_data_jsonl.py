@@ -142,19 +142,25 @@ def test_malformed_line_names_line_and_byte(line, what):
     ("1.5e-", 5, "exponent"),
 ])
 @pytest.mark.parametrize("first", ["", '{"a": 0.5}\n', '{"a": 7}\n'], ids=["new", "float", "int"])
-def test_numbers_outside_json_grammar_raise_at_their_byte(text, at, what, first):
+@pytest.mark.parametrize("asked", [True, False], ids=["read", "not asked for"])
+def test_numbers_outside_json_grammar_raise_at_their_byte(text, at, what, first, asked):
     # RFC 8259 has no leading zeros, no bare '.', no empty exponent; std::from_chars alone would
-    # read a prefix. Checked for a column of no kind yet, of floats (the fast path) and of ints.
-    data = (first + '{"a": ' + text + "}\n").encode()
+    # read a prefix. Checked for a column of no kind yet, of floats (the fast path) and of ints,
+    # and for a column that columns= leaves out (validated, not converted).
+    data = (first + '{"a": ' + text + ', "b": 1}\n').encode()
     line = 2 if first else 1
     with pytest.raises(ValueError, match=f"line {line}, byte {len(first) + 6 + at}: .*{what}"):
-        nx.data.read_jsonl(data)
+        nx.data.read_jsonl(data, columns=None if asked else ["b"])
 
 
 def test_numbers_within_json_grammar_read_as_python_does():
     texts = ["0", "-0", "-0.0", "7", "1.5", "-0.0e-0", "1E+2", "2e-3", "123456789012345678901234", "1e400", "0.1e1"]
     t = nx.data.read_jsonl("".join('{"a": %s}\n' % x for x in texts).encode())
     assert t["a"].tolist() == [float(x) for x in texts]
+    # the same numbers in a column columns= leaves out: skipped without an error
+    extra = ["NaN", "Infinity", "-Infinity", "[1.5, -0, 2e3]"]
+    lines = "".join('{"a": %s, "b": %d}\n' % (x, i) for i, x in enumerate(texts + extra))
+    assert nx.data.read_jsonl(lines.encode(), columns=["b"])["b"].tolist() == list(range(len(texts + extra)))
 
 
 def test_type_conflict_and_list_length_raise_even_when_skipping():
