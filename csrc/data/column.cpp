@@ -93,7 +93,7 @@ void ColumnBuilder::reserve(size_t rows) {
   if (kind_ == Kind::Float) floats_.reserve(rows * std::max<int64_t>(width_, 1));
   if (kind_ == Kind::String) {
     ends_.reserve(rows * std::max<int64_t>(width_, 1));
-    chars_.reserve(rows * std::max<size_t>(chars_.size(), 1));  // as long as the first row's
+    chars_.reserve(rows * std::max<size_t>(chars_.size() / size_t(std::max<int64_t>(rows_, 1)), 1));
   }
 }
 

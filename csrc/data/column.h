@@ -145,6 +145,7 @@ class ColumnBuilder {
   const std::string& string_chars() const { return chars_; }
   const Values<int64_t>& ends() const { return ends_; }
   const std::vector<int64_t>& missing() const { return missing_; }
+  // Room for `rows` rows in all, strings as long as the ones so far on average.
   void reserve(size_t rows);
 
  private:
@@ -182,6 +183,15 @@ class ColumnBuilder {
     size_t values, chars, ends, missing;
   } saved_{};
 };
+
+// The rows a range's builders reserve for, after its first row and again after kReserveSample
+// rows (`rows` rows in `bytes` of the range's `range_bytes`): their share of the range, with an
+// eighth to spare (a builder that outgrows its reserve copies everything read so far, and one
+// row's length can misjudge a range by 10 %).
+inline constexpr int64_t kReserveSample = 32;
+inline size_t expected_rows(size_t range_bytes, size_t bytes, int64_t rows) {
+  return size_t(double(range_bytes) / double(bytes) * double(rows) * 1.125) + 16;
+}
 
 // A parse error at a position: the line is 0-based and local to its range until stitched.
 struct LineError {

@@ -116,10 +116,8 @@ class RangeParser {
         if (!done_) skip_record();  // resynchronise at the next line end outside quotes
       }
       p = p_;
-      if (row_ == 1 && !reserved_ && p > first) {  // the rows to expect, from the first one's length
-        reserved_ = true;
-        for (auto& c : out_.columns) c.reserve(size_t(end - first) / size_t(p - first) + 16);
-      }
+      if ((row_ == 1 || row_ == kReserveSample) && p > first)
+        for (auto& c : out_.columns) c.reserve(expected_rows(size_t(end - first), size_t(p - first), row_));
     }
     out_.rows = row_;
     out_.lines = line_;
@@ -312,7 +310,6 @@ class RangeParser {
   const char* field_ = nullptr;  // where the field being converted starts
   int64_t line_ = 0, row_ = 0;
   bool done_ = false;  // the failing record was read to its line end
-  bool reserved_ = false;
 };
 
 // The number of fields of the record at [p, end) (up to its line end outside quotes).

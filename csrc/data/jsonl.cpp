@@ -56,7 +56,7 @@ class RangeParser {
       }
       ++line_;
       p = le + 1;
-      if (row_ == 1 && !reserved_) reserve(size_t(end - first) / size_t(p - first) + 16);
+      if (row_ == 1 || row_ == kReserveSample) reserve(expected_rows(size_t(end - first), size_t(p - first), row_));
     }
     out_.rows = row_;
     out_.lines = line_;
@@ -74,7 +74,6 @@ class RangeParser {
   }
 
   void reserve(size_t rows) {
-    reserved_ = true;
     for (auto& c : cols_) c.reserve(rows);
   }
 
@@ -520,7 +519,6 @@ class RangeParser {
   const char* p_ = nullptr;
   const char* e_ = nullptr;
   int64_t line_ = 0, row_ = 0;
-  bool reserved_ = false;
 };
 
 }  // namespace
