@@ -39,6 +39,22 @@ inline const char* after_line_end(const char* p, const char* end) {
   return p < end && *p == '\n' ? p + 1 : p;
 }
 
+// The first delimiter or line end in [p, end), or end: eight bytes at a time (a column that is not
+// asked for, or a text field without quotes, is only looked through for its end).
+const char* field_end(const char* p, const char* end, char delimiter) {
+  constexpr uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
+  const auto zero_bytes = [](uint64_t x) { return (x - kOnes) & ~x & kHighs; };  // the lowest is exact
+  const uint64_t delims = kOnes * uint8_t(delimiter);
+  for (; end - p >= 8; p += 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    const uint64_t stop = zero_bytes(v ^ delims) | zero_bytes(v ^ (kOnes * '\n')) | zero_bytes(v ^ (kOnes * '\r'));
+    if (stop) return p + __builtin_ctzll(stop) / 8;
+  }
+  while (p < end && *p != delimiter && !is_line_end(*p)) ++p;
+  return p;
+}
+
 // The number of line ends in [p, end) (a "\r\n" is one).
 int64_t count_line_ends(const char* p, const char* end) {
   int64_t n = 0;
@@ -210,7 +226,7 @@ class RangeParser {
 
   std::string_view plain_field() {
     const char* s = p_;
-    while (p_ < e_ && *p_ != csv_.delimiter && !is_line_end(*p_)) ++p_;
+    p_ = field_end(p_, e_, csv_.delimiter);
     return {s, size_t(p_ - s)};
   }
 
