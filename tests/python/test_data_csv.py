@@ -194,3 +194,22 @@ def test_repeated_strings_share_one_str_and_distinct_ones_stay_exact():
     assert got[0] is got[5] and got[2] is got[len(labels) * 100 + 2]
     assert len({id(v) for v in got if v is not None}) == len(labels) - 1
     assert t["key"].tolist() == [r[1] for r in rows]
+
+
+@pytest.mark.parametrize("delimiter", [",", ";", "\t", "|"])
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+def test_text_fields_of_every_length_end_where_the_csv_module_ends_them(delimiter, end):
+    # Text without quotes is looked through for its end eight bytes at a time: fields of 0 to 20
+    # characters put the delimiter and the line end at every offset of a word, and a column not
+    # asked for is only looked through.
+    rng = random.Random(len(delimiter + end))
+    alphabet = "abcxyz019 -_.é"
+    rows = [[f"r{i}"] + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 20))) for _ in range(3)]
+            for i in range(400)]
+    text = delimiter.join(["key", "a", "b", "c"]) + end + "".join(delimiter.join(r) + end for r in rows)
+    want = [r for r in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter) if r]
+    t = nx.data.read_csv(text.encode(), delimiter=delimiter, dtypes={k: "str" for k in "abc"})
+    for k, name in enumerate(want[0]):
+        assert t[name].tolist() == [r[k] for r in want[1:]], name
+    only = nx.data.read_csv(text.encode(), delimiter=delimiter, columns=["c"], dtypes={"c": "str"})
+    assert only["c"].tolist() == [r[3] for r in want[1:]]
