@@ -303,7 +303,7 @@ class RangeParser {
 
   // The end of the number at p_ as scan_decimal reads it into dec, or null where it may not
   // read as JSON there (the caller then asks number_end()).
-  const char* scan_number(data::Decimal& dec) {
+  [[gnu::always_inline]] const char* scan_number(data::Decimal& dec) {
     const char* end = data::scan_decimal(p_, e_, dec, /*bare_point=*/false);
     const char* first = p_ + (*p_ == '-');
     const bool suspect = end == p_ || (end < e_ && (is_digit(*end) || *end == '.' || *end == 'e' || *end == 'E')) ||
