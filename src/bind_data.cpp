@@ -59,7 +59,7 @@ py::object strings_to_numpy(const data::Column& c) {
     slots[i] = u;
     Py_XDECREF(none);
   }
-  return std::move(out);
+  return out;
 }
 
 py::object column_to_numpy(data::Column& c) {
