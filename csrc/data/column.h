@@ -88,11 +88,11 @@ std::string not_an_integer(const std::string& column, std::string_view text, con
 void check_dtype_keys(const ReadOptions& opt, const std::vector<std::string>& names, const char* absent);
 
 enum class Kind : uint8_t { Null, Bool, Int, Float, String };
+const char* kind_name(Kind k, bool list);
 
 // A builder's values: megabytes per column of a large file, so from the host allocator's cache
 // (huge pages, reused from one read to the next) rather than faulted in 4 KiB at a time.
 template <class T> using Values = std::vector<T, alloc::CachedAllocator<T>>;
-const char* kind_name(Kind k, bool list);
 
 // One column of one range. Every row of the range has exactly one entry (a value or a
 // placeholder for a missing row), so rows == number of rows parsed so far once a row ends.

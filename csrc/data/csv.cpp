@@ -46,8 +46,7 @@ const char* field_end(const char* p, const char* end, char delimiter) {
   const auto zero_bytes = [](uint64_t x) { return (x - kOnes) & ~x & kHighs; };  // the lowest is exact
   const uint64_t delims = kOnes * uint8_t(delimiter);
   for (; end - p >= 8; p += 8) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
+    const uint64_t v = detail::load8(p);
     const uint64_t stop = zero_bytes(v ^ delims) | zero_bytes(v ^ (kOnes * '\n')) | zero_bytes(v ^ (kOnes * '\r'));
     if (stop) return p + __builtin_ctzll(stop) / 8;
   }

@@ -76,9 +76,8 @@ int range_count(size_t bytes, int threads) {
 
 void parse_ranges(int64_t ranges, int threads, const std::function<void(int64_t)>& parse) {
   std::atomic<int64_t> next{0};
-  parallel_for(std::min<int64_t>(reader_threads(threads), ranges), 1, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k)
-      for (int64_t i; (i = next.fetch_add(1)) < ranges;) parse(i);
+  parallel_for(std::min<int64_t>(reader_threads(threads), ranges), 1, [&](int64_t, int64_t) {
+    for (int64_t i; (i = next.fetch_add(1)) < ranges;) parse(i);  // a task drains the queue
   });
 }
 
