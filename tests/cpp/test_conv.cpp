@@ -81,16 +81,16 @@ template <class T> void check_conv2d(const ConvCase& g, bool with_bias) {
 
 TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_padding) {
   Threads threads(3);
-  // Output channels on both sides of one and two vectors of every variant (4 .. 32 lanes), and
-  // several blocks; every row width from 1 pixel to past the widest pixel block (16), so that
-  // every tail width runs.
-  for (int64_t k : {1, 5, 8, 9, 16, 17, 32, 33, 70})
+  // Output channels on both sides of one and two vectors of every variant (4 .. 32 lanes), three
+  // (24, 48: blocks of three vectors where the registers hold them) and several blocks; every
+  // row width from 1 pixel to past the widest pixel block (16), so that every tail width runs.
+  for (int64_t k : {1, 5, 8, 9, 16, 17, 24, 32, 33, 48, 70})
     for (int64_t width = 1; width <= 25; ++width) check_conv2d<float>({2, 3, 4, width + 2, k, 3, 3, 1, 1, 0, 0}, k % 2);
   for (const ConvCase& g : std::vector<ConvCase>{
            {1, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1},  // a ResNet block's shape, at batch 1
            {3, 6, 14, 13, 16, 5, 5, 2, 1, 2, 1},   // unequal strides and padding
            {2, 1, 9, 11, 6, 2, 3, 1, 2, 0, 1},     // a non-square kernel
-           {2, 6, 7, 27, 24, 2, 4, 2, 1, 1, 2},    // ... rows of 28: a block and the rest per row
+           {2, 6, 7, 27, 24, 2, 4, 2, 1, 1, 2},    // ... rows of 28: cut into nearly equal blocks
            {2, 20, 5, 6, 40, 1, 1, 2, 2, 0, 0},    // pointwise, strided
            {1, 80, 6, 6, 24, 1, 1, 1, 1, 0, 0},    // pointwise over many channels (the GEMM path)
            {3, 64, 5, 7, 33, 1, 1, 1, 1, 0, 0},    // ... image by image, straight from x into y
@@ -130,7 +130,7 @@ TEST(conv2d_epilogues_give_the_bits_of_the_ops_they_replace) {
   Threads threads(2);
   for (const ConvCase& g : std::vector<ConvCase>{
            {2, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1},   // direct, one vector of channels, pixel tails
-           {2, 6, 7, 27, 48, 2, 4, 2, 1, 1, 2},    // direct, rows cut into a block and the rest
+           {2, 6, 7, 27, 48, 2, 4, 2, 1, 1, 2},    // direct, rows cut into nearly equal blocks
            {1, 8, 7, 7, 40, 3, 3, 2, 2, 1, 1},     // direct, two vectors, strided
            {2, 3, 10, 10, 6, 5, 5, 1, 1, 2, 2},    // plane kernels (few output channels)
            {1, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1, 2},  // two groups
@@ -226,6 +226,8 @@ TEST(conv2d_gradients_match_the_scalar_sums) {
            {2, 4, 9, 9, 70, 3, 2, 1, 1, 0, 1},    // several blocks, a non-square kernel
            {3, 3, 11, 12, 9, 3, 3, 2, 2, 1, 1},   // stride 2: dx as four stride-1 phase convolutions
            {2, 4, 13, 10, 17, 2, 4, 2, 1, 1, 2},  // mixed strides, a 2x4 kernel, padding (1, 2)
+           {2, 4, 13, 10, 48, 2, 4, 2, 1, 1, 2},  // ... three channel vectors (float, AVX-512)
+           {2, 4, 13, 10, 24, 2, 4, 2, 1, 1, 2},  // ... (double, AVX-512)
            {2, 3, 10, 11, 8, 5, 5, 3, 3, 2, 1},   // stride 3: phases of 2 and 1 taps, odd counts
            {1, 2, 9, 8, 12, 4, 4, 2, 2, 0, 0},    // an even kernel, no padding
            {2, 3, 9, 9, 10, 1, 1, 2, 2, 0, 0},    // a 1x1 at stride 2: im2col (three phases empty)
@@ -249,9 +251,10 @@ TEST(conv2d_gradients_match_the_scalar_sums) {
     check_conv2d_grad<float>(g);
     check_conv2d_grad<double>(g);
   }
-  // Every tail of the weight gradient's tap blocks (up to 24 taps) with one and two channel vectors.
+  // Every tail of the weight gradient's tap blocks (up to 24 taps) with one, two and three
+  // channel vectors.
   for (int64_t c = 1; c <= 25; ++c)
-    for (int64_t k : {3, 20}) check_conv2d_grad<float>({2, c, 4, 5, k, 1, 1, 1, 1, 0, 0});
+    for (int64_t k : {3, 20, 48}) check_conv2d_grad<float>({2, c, 4, 5, k, 1, 1, 1, 1, 0, 0});
 }
 
 // ---- Winograd F(2x2, 3x3): float32 3x3 at stride 1, tiles filling whole vectors -------------------

@@ -132,6 +132,11 @@ CASES = {
                                          [normal(1, 2, 3, 3), normal(2, 2, 1, 1)]),
     # up to 32 output channels take the direct kernels (forward and weight gradient)
     "conv2d_direct": (lambda x, w, b: nx.conv2d(x, w, b), [normal(2, 2, 4, 7), normal(8, 2, 2, 3), normal(8)]),
+    # three vectors of output channels a block: 24 float64 or 48 float32 channels on AVX-512
+    "conv2d_direct_24_channels": (lambda x, w, b: nx.conv2d(x, w, b, stride=(2, 1), padding=(1, 2)),
+                                  [normal(2, 2, 5, 9), normal(24, 2, 2, 4), normal(24)]),
+    "conv2d_direct_48_channels": (lambda x, w, b: nx.conv2d(x, w, b, padding=1),
+                                  [normal(1, 2, 4, 11), normal(48, 2, 3, 3), normal(48)]),
     "conv2d_direct_padded_strided": (
         lambda x, w, b: nx.conv2d(x, w, b, stride=2, padding=1),
         [normal(2, 1, 5, 6), normal(8, 1, 3, 3), normal(8)]),

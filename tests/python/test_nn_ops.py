@@ -106,10 +106,11 @@ def test_conv2d_of_a_larger_image_matches_reference(rng):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("k, stride, padding", [(16, 1, 0), (32, 2, 0), (8, 1, 2), (16, 2, 1)])
+@pytest.mark.parametrize("k, stride, padding", [(16, 1, 0), (32, 2, 0), (8, 1, 2), (16, 2, 1), (24, 1, 1),
+                                                (48, (2, 1), (1, 2))])
 def test_conv2d_direct_kernels_match_reference(k, stride, padding, dtype, rng):
     # Few taps take the direct kernels (not im2col): the forward blocked over channels and
-    # pixels of a row (odd widths leave a tail), the weight gradient over 8, 16 or 32 channels.
+    # pixels of a row (odd widths leave a tail), one, two or three vectors of channels a block.
     tx, x = values(rng, (3, 6, 14, 13), dtype)
     tw, w = values(rng, (k, 6, 5, 5), dtype)
     tb, b = values(rng, (k,), dtype)

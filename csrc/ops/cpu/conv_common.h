@@ -29,15 +29,17 @@ struct Range {
   int64_t lo, hi;
 };
 
-// The variant's native vector and how many accumulators its registers hold (see DirectConv).
+// The variant's native vector and how many accumulators its registers hold with KV vectors of
+// output channels per block (kAccRegs[KV], see DirectConv; 0: no blocks of KV vectors, whose
+// weights and sums would not fit 16 registers).
 #if defined(__AVX512F__)
-constexpr int64_t kVecBytes = 64, kAccRegs[3] = {0, 16, 24};
+constexpr int64_t kVecBytes = 64, kAccRegs[4] = {0, 16, 24, 24};
 #elif defined(__AVX__)
-constexpr int64_t kVecBytes = 32, kAccRegs[3] = {0, 12, 12};
+constexpr int64_t kVecBytes = 32, kAccRegs[4] = {0, 12, 12, 0};
 #elif defined(__aarch64__)
-constexpr int64_t kVecBytes = 16, kAccRegs[3] = {0, 16, 24};
+constexpr int64_t kVecBytes = 16, kAccRegs[4] = {0, 16, 24, 24};
 #else
-constexpr int64_t kVecBytes = 16, kAccRegs[3] = {0, 12, 12};
+constexpr int64_t kVecBytes = 16, kAccRegs[4] = {0, 12, 12, 0};
 #endif
 
 template <class V, class T> V load_vector(const T* p) {

@@ -249,13 +249,25 @@ template <class T, int64_t KV> struct DirectConv {
     tail<R - 1, KW, false>(x, kb, p0, n, y);
   }
 
+  // More than R/2 pixels of one row (the blocks of a row cut into nearly equal ones), with the
+  // epilogue as they store, as a full block.
+  template <int64_t RN, int64_t KW>
+  void row_part(int epi, const T* x, int64_t kb, int64_t p0, int64_t n, T* y, const T* res) const {
+    if constexpr (RN > R / 2) {
+      if (n == RN) return epi_block<RN, KW, true>(epi, x, kb, p0, y, res);
+      row_part<RN - 1, KW>(epi, x, kb, p0, n, y, res);
+    }
+  }
+
   // Pixels [p0, p0 + n) of channel block kb (n <= R); res: this image's residual (or none).
   void pixel_block(const T* x, int64_t kb, int64_t p0, int64_t n, T* y, const T* res) const {
+    const int epi = (ep.residual != nullptr ? kAdd : 0) | (ep.relu ? kRelu : 0);
     if (n == R) {
-      const int epi = (ep.residual != nullptr ? kAdd : 0) | (ep.relu ? kRelu : 0);
       if (g.kw == 3) return full_block<3>(epi, x, kb, p0, y, res);
       return full_block<0>(epi, x, kb, p0, y, res);
     }
+    if (n > R / 2 && g.stride_w == 1 && p0 % g.out_w() + n <= g.out_w())
+      return g.kw == 3 ? row_part<R - 1, 3>(epi, x, kb, p0, n, y, res) : row_part<R - 1, 0>(epi, x, kb, p0, n, y, res);
     g.kw == 3 ? tail<3>(x, kb, p0, n, y) : tail<0>(x, kb, p0, n, y);
     if (!ep.any()) return;  // then the epilogue over them: one such block per image (or row), a plain loop
     const int64_t k0 = kb * KB, kn = std::min(KB, g.k - k0);
@@ -293,12 +305,21 @@ template <class T, int64_t KV> struct DirectConv {
   }
 };
 
-// Whether the direct kernels block k output channels one vector at a time (KV = 1) rather than
-// two: when that leaves fewer empty lanes in the last block (k up to one vector, or 48 channels
-// of 16 lanes: three full blocks of one vector rather than two blocks of two, one half empty).
-template <class T> bool one_vector(int64_t k) {
-  constexpr int64_t one = DirectConv<T, 1>::KB, two = DirectConv<T, 2>::KB;
-  return ceil_div(k, one) * one < ceil_div(k, two) * two;
+// How many vectors of output channels (KV) the direct kernels block together, then calls
+// fn(std::integral_constant<int64_t, KV>{}): the fewest empty lanes in the last block, and on a
+// tie two vectors (12 pixels a block, a broadcast per two multiply-adds), then three (8 pixels, a
+// broadcast per three), then one (a broadcast per multiply-add). 48 channels of 16 lanes: one full
+// block of three, where two vectors leave half a block empty and one vector loads the most.
+template <class T, class Fn> void with_channel_vectors(int64_t k, const Fn& fn) {
+  auto padded = [k](int64_t kv) { return ceil_div(k, kv * DirectConv<T, 1>::KB) * kv * DirectConv<T, 1>::KB; };
+  int64_t kv = 2;
+  for (const int64_t other : {int64_t{3}, int64_t{1}})
+    if (kAccRegs[other] > 0 && padded(other) < padded(kv)) kv = other;
+  if constexpr (kAccRegs[3] > 0) {
+    if (kv == 3) return fn(std::integral_constant<int64_t, 3>{});
+  }
+  if (kv == 1) return fn(std::integral_constant<int64_t, 1>{});
+  fn(std::integral_constant<int64_t, 2>{});
 }
 
 // fn(kb, t, v) for every channel block kb, tap t and lane v: the traversal of a transpose between
@@ -352,12 +373,14 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
   const Conv2dGeometry gp = unpadded(g);
   const bool rows = Kernel::row_blocks(gp);
   const int64_t width = rows ? Kernel::kRowBlock : R, ow = gp.out_w();  // pixels per block
-  // Rows wider than a block but not a multiple of it (25 at R 16) are cut row by row, R pixels
-  // and the rest: a block inside one row reads its pixels at constant offsets from one address,
-  // where one straddling two rows keeps an address per pixel (more than the registers hold: a
-  // 2x4 kernel of 32 -> 48 channels ran at 58 % of the row blocks' speed).
+  // Rows wider than a block but not a multiple of it (25 at R 8) are cut row by row into nearly
+  // equal blocks (6, 6, 6, 7): a block inside one row reads its pixels at constant offsets from
+  // one address, where one straddling two rows keeps an address per pixel (more than the
+  // registers hold: a 2x4 kernel of 32 -> 48 channels ran at 58 % of the row blocks' speed), and
+  // R pixels then the rest left a last block of one pixel that cost nearly as much as a full one
+  // (that kernel's forward 0.342 -> 0.330 ms).
   const int64_t per_row = !rows && gp.stride_w == 1 && ow > R && ow % R != 0 ? ceil_div(ow, R) : 0;
-  auto start = [&](int64_t q) { return per_row > 0 ? q / per_row * ow + q % per_row * R : q * width; };
+  auto start = [&](int64_t q) { return per_row > 0 ? q / per_row * ow + q % per_row * ow / per_row : q * width; };
   const int64_t kblocks = ceil_div(g.k, KB),
                 pixel_blocks = per_row > 0 ? gp.out_h() * per_row : ceil_div(s.pixels, width);
   const PreparedWeights<T> packed(constant_w, w, {'c', int64_t(sizeof(T)), KB, g.k, s.taps}, kblocks * s.taps * KB,
@@ -389,7 +412,7 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
         }
       }
       const T* res = ep.residual != nullptr ? ep.residual + b * s.out_img : nullptr;
-      const int64_t p0 = start(q), end = per_row > 0 ? p0 - p0 % ow + ow : s.pixels;
+      const int64_t p0 = start(q), end = per_row > 0 ? q / per_row * ow + (q % per_row + 1) * ow / per_row : s.pixels;
       if (rows) kernel.row_block(xb, kb, p0, y + b * s.out_img, res);
       else kernel.pixel_block(xb, kb, p0, std::min(R, end - p0), y + b * s.out_img, res);
     }
@@ -487,8 +510,8 @@ template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, cons
     if (winograd_forward(g)) return conv2d_forward_winograd(g, x, w, bias, y, constant_w, ep);
   }
   if (g.groups == 1 && !plane_kernels(g) && direct_forward(g, s)) {
-    if (one_vector<T>(g.k)) return conv2d_forward_direct<T, 1>(g, s, x, w, bias, y, constant_w, ep);
-    return conv2d_forward_direct<T, 2>(g, s, x, w, bias, y, constant_w, ep);
+    return with_channel_vectors<T>(
+        g.k, [&](auto kv) { conv2d_forward_direct<T, decltype(kv)::value>(g, s, x, w, bias, y, constant_w, ep); });
   }
   conv2d_forward_other(g, s, x, w, bias, y);
   ep.apply(y, g.n * s.out_img);
@@ -652,6 +675,7 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
 template <class T>
 void conv2d_backward_grouped(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias) {
   const int64_t pixels = g.out_h() * g.out_w();
+  if (dx == nullptr && dw == nullptr && dbias == nullptr) return;
   if (plane_kernels(g)) return conv2d_backward_planes(g, x, w, dy, dx, dw, dbias);
   const Conv2dGeometry s = one_group(g);
   const int64_t w_group = s.k * s.c * g.kh * g.kw;
@@ -746,8 +770,8 @@ void conv2d_backward(const Conv2dGeometry& g, const T* x, const T* w, const T* d
   if (g.groups > 1 || plane_kernels(g)) return conv2d_backward_grouped(g, x, w, dy, dx, dw, dbias);
   const ConvSizes s = conv_sizes(g);
   if (direct_dw(g, s) && (dw != nullptr || dbias != nullptr)) {
-    if (one_vector<T>(g.k)) conv_backward_weight_direct<T, 1>(g, s, x, dy, dw, dbias);
-    else conv_backward_weight_direct<T, 2>(g, s, x, dy, dw, dbias);
+    with_channel_vectors<T>(
+        g.k, [&](auto kv) { conv_backward_weight_direct<T, decltype(kv)::value>(g, s, x, dy, dw, dbias); });
     dw = dbias = nullptr;
   }
   if (dx == nullptr && dw == nullptr && dbias == nullptr) return;
