@@ -572,10 +572,16 @@ template <class T, int64_t KV> struct DirectConvWeight {
   int64_t taps;
 
   template <int64_t TN> void block(const T* x, const T* dyt, int64_t t0, T* dwt) const {
-    int64_t off[TN];  // tap t0 + t reads x at pixel offset + off[t]
+    // Tap t0 + t reads x at pixel offset + off[t]: t0's channel, row and column by division,
+    // then stepped (a division per tap: 32x64x8x8, 64 -> 64 channels, forward + backward 0.92 ->
+    // 0.86 ms).
+    int64_t off[TN], ci = t0 / (g.kh * g.kw), i = t0 / g.kw % g.kh, j = t0 % g.kw;
     for (int64_t t = 0; t < TN; ++t) {
-      const int64_t tap = t0 + t, ci = tap / (g.kh * g.kw), i = tap / g.kw % g.kh, j = tap % g.kw;
       off[t] = (ci * g.h + i) * g.w + j;
+      if (++j == g.kw) {
+        j = 0;
+        if (++i == g.kh) i = 0, ++ci;
+      }
     }
     V acc[TN][KV] = {};
     const int64_t oh_n = g.out_h(), ow_n = g.out_w(), sw = g.stride_w;

@@ -28,11 +28,16 @@ template <class T> struct PlaneConv {
   static constexpr int64_t L = kVecBytes / sizeof(T), R = kAccRegs[1] / 2;
 
   const Conv2dGeometry& g;
+  // The output's height and width, worked out once: g.out_h() divides, and after a store (which
+  // may alias g) the compiler divides again (14 divisions a 14x14 plane, as long as its taps).
+  int64_t oh_n, ow_n;
   int64_t rows, phase_w, plane;  // a padded plane's rows, a phase's width, a plane's elements
   std::vector<int64_t> offsets;  // where tap (i, j) of output (0, 0) reads in a padded plane
 
   explicit PlaneConv(const Conv2dGeometry& geometry)
       : g(geometry),
+        oh_n(geometry.out_h()),
+        ow_n(geometry.out_w()),
         rows(geometry.h + 2 * geometry.pad_h),
         phase_w(ceil_div(geometry.out_w(), L) * L + (geometry.kw - 1) / geometry.stride_w + 1),
         plane(geometry.stride_w * rows * phase_w) {
@@ -123,10 +128,10 @@ template <class T> struct PlaneConv {
     // vector would pass the plane's end: its extra lanes land on the next rows' first pixels,
     // which their own stores overwrite later (a plane is one unit, its rows stored in order).
     // Lane by lane, 14-wide rows cost more than the taps of a 3x3 depthwise convolution.
-    const int64_t ow_n = g.out_w(), n = std::min(L, ow_n - ow0);
+    const int64_t n = std::min(L, ow_n - ow0), end = oh_n * ow_n;
     for (int64_t r = 0; r < RN; ++r) {
       T* dst = y + (oh0 + r) * ow_n + ow0;
-      if (n == L || (ow_n < L && (oh0 + r) * ow_n + L <= g.out_h() * ow_n)) std::memcpy(dst, &acc[r], sizeof(V));
+      if (n == L || (ow_n < L && (oh0 + r) * ow_n + L <= end)) std::memcpy(dst, &acc[r], sizeof(V));
       else
         for (int64_t l = 0; l < n; ++l) dst[l] = acc[r][l];
     }
@@ -141,8 +146,7 @@ template <class T> struct PlaneConv {
   }
 
   template <int64_t KH> void output_plane(const T* in, int64_t cg, const T* w, T bias, T* y) const {
-    const int64_t oh_n = g.out_h();
-    for (int64_t ow0 = 0; ow0 < g.out_w(); ow0 += L) {
+    for (int64_t ow0 = 0; ow0 < ow_n; ow0 += L) {
       int64_t oh0 = 0;
       for (; oh0 + R <= oh_n; oh0 += R) tile<R, KH>(in, cg, w, bias, oh0, ow0, y);
       rows_tail<R - 1, KH>(in, cg, w, bias, oh0, oh_n - oh0, ow0, y);
@@ -158,11 +162,11 @@ template <class T> struct PlaneConv {
   }
 
   // The backward reads dy planes copied to rows of whole vectors (zeros past the plane's width).
-  int64_t grad_w() const { return ceil_div(g.out_w(), L) * L; }
+  int64_t grad_w() const { return ceil_div(ow_n, L) * L; }
 
   void pad_grad(const T* dy, T* out) const {
-    const int64_t ow_n = g.out_w(), gw = grad_w();
-    for (int64_t oh = 0; oh < g.out_h(); ++oh) {
+    const int64_t gw = grad_w();
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
       std::copy(dy + oh * ow_n, dy + (oh + 1) * ow_n, out + oh * gw);
       std::fill(out + oh * gw + ow_n, out + (oh + 1) * gw, T(0));
     }
@@ -204,7 +208,7 @@ template <class T> struct PlaneConv {
     for (int64_t t = 0; t < g.kh * g.kw; ++t) {
       const T wv = w[t];
       T* base = in + offsets[size_t(t)];
-      for (int64_t oh = 0; oh < g.out_h(); ++oh)
+      for (int64_t oh = 0; oh < oh_n; ++oh)
         for (int64_t ow0 = 0; ow0 < gw; ow0 += L) {
           T* at = base + oh * row_step + ow0;
           const V sum = load_vector<V>(at) + load_vector<V>(dy + oh * gw + ow0) * wv;
@@ -220,7 +224,7 @@ template <class T> struct PlaneConv {
     const int64_t row_step = g.stride_h * phase_w, gw = grad_w();
     const T* src[TN];
     for (int64_t t = 0; t < TN; ++t) src[t] = in + offsets[size_t(t0 + t)];
-    for (int64_t oh = 0; oh < g.out_h(); ++oh)
+    for (int64_t oh = 0; oh < oh_n; ++oh)
       for (int64_t ow0 = 0; ow0 < gw; ow0 += L) {
         const V dv = load_vector<V>(dy + oh * gw + ow0);
         const int64_t at = oh * row_step + ow0;
