@@ -272,9 +272,10 @@ template <int ROWS, int64_t KR> struct Winograd {
   // y's tiles of the group for channels kb*KR + [0, KR): A^T m A + bias, then the epilogue.
   void output(const V* m, int64_t grp, int64_t kb, float* y, const float* res) const {
     constexpr int64_t kSeg = 2 * L / ROWS;  // a tile row's output columns in a vector pair
-    const int64_t plane = g.out_h() * ow(), ty = ty0(grp), at = 2 * ty * ow() + 2 * tx0(grp);
+    // (the output's size in locals: a store through memcpy may alias g, and g.out_h() divides)
+    const int64_t ow_n = ow(), oh_n = g.out_h(), plane = oh_n * ow_n, ty = ty0(grp), at = 2 * ty * ow_n + 2 * tx0(grp);
     const bool staged = edge(grp);
-    const int64_t cols = std::min<int64_t>(kSeg, ow() - 2 * tx0(grp));  // a segment's columns inside
+    const int64_t cols = std::min<int64_t>(kSeg, ow_n - 2 * tx0(grp));  // a segment's columns inside
     for (int64_t kr = 0; kr < KR; ++kr) {
       const int64_t k = kb * KR + kr;
       V s[2][4], out[2][2];
@@ -289,19 +290,19 @@ template <int ROWS, int64_t KR> struct Winograd {
       }
       for (int a = 0; a < 2; ++a) {
         V lo = zip(out[a][0], out[a][1], 0), hi = zip(out[a][0], out[a][1], 1);
-        // tile row q's output row 2 * (ty + q) + a starts at off + 2 * q * ow(); an edge group
+        // tile row q's output row 2 * (ty + q) + a starts at off + 2 * q * ow_n; an edge group
         // stores the segments whose row is inside the output, `cols` pixels each, staged
-        const int64_t off = k * plane + at + a * ow();
-        const int64_t rows = std::clamp<int64_t>(ceil_div(std::max<int64_t>(0, g.out_h() - 2 * ty - a), 2), 0, ROWS);
+        const int64_t off = k * plane + at + a * ow_n;
+        const int64_t rows = std::clamp<int64_t>(ceil_div(std::max<int64_t>(0, oh_n - 2 * ty - a), 2), 0, ROWS);
         alignas(64) float part[2 * L] = {};
         if (ep.residual != nullptr) {
           V rlo, rhi;
           if (staged) {
             for (int64_t q = 0; q < rows; ++q)
-              std::memcpy(part + q * kSeg, res + off + 2 * q * ow(), cols * sizeof(float));
+              std::memcpy(part + q * kSeg, res + off + 2 * q * ow_n, cols * sizeof(float));
             load_seq<1>(part, 0, rlo, rhi);
           } else {
-            load_seq<ROWS>(res + off, 2 * ow(), rlo, rhi);
+            load_seq<ROWS>(res + off, 2 * ow_n, rlo, rhi);
           }
           lo = lo + rlo, hi = hi + rhi;
         }
@@ -311,9 +312,9 @@ template <int ROWS, int64_t KR> struct Winograd {
         }
         if (staged) {
           store_seq<1>(part, 0, lo, hi);
-          for (int64_t q = 0; q < rows; ++q) std::memcpy(y + off + 2 * q * ow(), part + q * kSeg, cols * sizeof(float));
+          for (int64_t q = 0; q < rows; ++q) std::memcpy(y + off + 2 * q * ow_n, part + q * kSeg, cols * sizeof(float));
         } else {
-          store_seq<ROWS>(y + off, 2 * ow(), lo, hi);
+          store_seq<ROWS>(y + off, 2 * ow_n, lo, hi);
         }
       }
     }
