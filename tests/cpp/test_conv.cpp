@@ -96,6 +96,8 @@ TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_p
            {3, 64, 5, 7, 33, 1, 1, 1, 1, 0, 0},    // ... image by image, straight from x into y
            {1, 460, 3, 4, 8, 3, 3, 1, 1, 1, 1},    // 4140 taps (the GEMM path)
            {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1},      // an empty batch
+           {1, 32, 20, 23, 48, 3, 3, 2, 1, 1, 1},  // work enough for tasks on all 3 threads: each
+                                                   // pads the input rows of its band of outputs
        }) {
     check_conv2d<float>(g, true);
     check_conv2d<double>(g, false);
@@ -159,12 +161,13 @@ TEST(grouped_conv2d_matches_the_scalar_sum_over_each_group) {
     for (int64_t stride : {1, 2, 3})
       check_conv2d<float>({2, 3, 11, width + 2, 3, 3, 3, stride, stride, 1, stride % 2, 3}, width % 3 == 0);
   for (const ConvCase& g : std::vector<ConvCase>{
-           {2, 4, 10, 9, 8, 5, 5, 1, 1, 2, 2, 4},   // channel multiplier 2, 5x5
-           {1, 6, 7, 19, 6, 2, 4, 2, 1, 1, 2, 3},   // two channels in, two out per group
-           {2, 8, 9, 9, 16, 3, 3, 1, 2, 1, 0, 4},   // two in, four out, mixed stride
-           {1, 2, 4, 4, 2, 1, 1, 1, 1, 2, 2, 2},    // padding beyond the kernel
-           {2, 16, 6, 7, 32, 3, 3, 1, 1, 1, 1, 2},  // 16 outputs per group: the ungrouped kernels
-           {0, 4, 5, 5, 4, 3, 3, 1, 1, 1, 1, 4},    // an empty batch
+           {2, 4, 10, 9, 8, 5, 5, 1, 1, 2, 2, 4},      // channel multiplier 2, 5x5
+           {1, 6, 7, 19, 6, 2, 4, 2, 1, 1, 2, 3},      // two channels in, two out per group
+           {2, 8, 9, 9, 16, 3, 3, 1, 2, 1, 0, 4},      // two in, four out, mixed stride
+           {1, 2, 4, 4, 2, 1, 1, 1, 1, 2, 2, 2},       // padding beyond the kernel
+           {2, 16, 6, 7, 32, 3, 3, 1, 1, 1, 1, 2},     // 16 outputs per group: the ungrouped kernels
+           {0, 4, 5, 5, 4, 3, 3, 1, 1, 1, 1, 4},       // an empty batch
+           {4, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 64},  // depthwise, planes enough for 3 threads' tasks
        }) {
     check_conv2d<float>(g, true);
     check_conv2d<double>(g, false);

@@ -389,7 +389,7 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
   for (int64_t k = 0; k < kblocks * KB; ++k) bias_kb.data()[k] = bias != nullptr && k < g.k ? bias[k] : T(0);
   const Kernel kernel{gp, packed.data(), bias_kb.data(), s.taps, s.pixels, ep};
   const int64_t per_image = kblocks * pixel_blocks, unit_work = width * s.taps * KB;
-  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(unit_work, 1));
+  const int64_t grain = std::max<int64_t>(1, kTaskMadds / std::max<int64_t>(unit_work, 1));
   // Every channel block of a pixel block runs before the next pixel block, so a thread's run of
   // an image is a band of output rows and it pads only the input rows they read: at batch 1 each
   // thread pads its share, not the whole image (measured 6-11 % of a batch-1 convolution of 16

@@ -252,11 +252,11 @@ template <class T> struct PlaneConv {
   }
 };
 
-// Units of about kElementwiseGrain multiply-adds each, for parallel_for over planes that each
-// sum `channels` planes over every tap.
+// Planes per task (kTaskMadds), for parallel_for over planes that each sum `channels` planes over
+// every tap.
 int64_t plane_grain(const Conv2dGeometry& g, int64_t channels) {
   const int64_t work = std::max<int64_t>(1, g.out_h() * g.out_w() * channels * g.kh * g.kw);
-  return std::max<int64_t>(1, kElementwiseGrain / work);
+  return std::max<int64_t>(1, kTaskMadds / work);
 }
 
 }  // namespace
