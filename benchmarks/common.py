@@ -162,10 +162,27 @@ def print_run_notes(thread_notes) -> None:
     for note in thread_notes:
         print(f"- {note}")
     print("- environment (left as found): " + ", ".join(env_report()))
+    print(f"- {round_trip_note()}")
     if os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
         print("- WARNING: the machine is busy (load average above half the CPUs); threads get "
               "preempted and times jump by scheduler slices -- rerun on an idle machine")
     print()
+
+
+def round_trip_note() -> str:
+    """A line with a cache line's round trip between two threads now (nexus's ping-pong probe).
+
+    On shared virtual machines it moves between ~100 ns and several times that as the vCPUs are
+    placed on nearby or distant cores, and every parallel region's hand-offs cost that much more:
+    a run's small-op latencies are only comparable with others taken at a similar value.
+    """
+    from nexus import _C
+
+    ns = _C.cpu_round_trip_ns()
+    if ns == 0:
+        return "CPU round trip between two threads: not measured (one CPU)"
+    return (f"CPU round trip between two threads: {ns:.0f} ns (cache-line ping-pong; severalfold "
+            "higher while a VM's vCPUs sit on distant cores, which slows small parallel regions)")
 
 
 def env_report():

@@ -81,6 +81,15 @@ void bind_info(py::module_& m) {
       "cached_blocks, limit_bytes (NEXUS_ALLOC_CACHE_MB). Counters run from process start.");
   m.def("alloc_empty_cache", &alloc::empty_cache,
         "Returns every cached block to the system; the hit and miss counters keep counting.");
+  m.def(
+      "cpu_round_trip_ns",
+      [] {
+        py::gil_scoped_release release;
+        return cpu_round_trip_ns();
+      },
+      "The median round trip of a cache line between two threads, in ns (about 2 ms of ping-pong);\n"
+      "0 when the process may use one CPU only. The benchmarks print it: it says what a parallel\n"
+      "region's hand-offs cost on the machine at that moment.");
   m.def("get_num_threads", &num_threads);
   m.def("set_num_threads", &set_num_threads, py::arg("n"));
 }

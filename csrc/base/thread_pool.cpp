@@ -193,6 +193,49 @@ void set_num_threads(int64_t n) {
   ops::blas_set_num_threads(int(n));
 }
 
+double cpu_round_trip_ns() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) < 2) return 0;
+  using Clock = std::chrono::steady_clock;
+  constexpr int kRounds = 64;                // per timed batch
+  alignas(64) std::atomic<int64_t> ball{0};  // odd: the partner's turn to answer with ball + 1
+  std::atomic<bool> stop{false};
+  std::thread partner([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      const int64_t v = ball.load(std::memory_order_acquire);
+      if (v % 2 == 1) ball.store(v + 1, std::memory_order_release);
+      else cpu_relax();
+    }
+  });
+  // Both threads may share one CPU while the others are busy: the waits give up 50 ms in, and
+  // the time so far is the answer.
+  const auto start = Clock::now(), soft = start + std::chrono::milliseconds(2),
+             hard = start + std::chrono::milliseconds(50);
+  std::vector<double> batches;
+  int64_t v = 0;
+  bool late = false;
+  while (!late && batches.size() < 256 && (batches.size() < 8 || Clock::now() < soft)) {
+    const auto t0 = Clock::now();
+    for (int r = 0; r < kRounds && !late; ++r) {
+      ball.store(++v, std::memory_order_release);
+      ++v;
+      for (int i = 1; ball.load(std::memory_order_acquire) != v; ++i) {
+        cpu_relax();
+        if (i % 256 == 0 && Clock::now() > hard) {
+          late = true;
+          break;
+        }
+      }
+    }
+    if (!late) batches.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kRounds);
+  }
+  stop = true;
+  partner.join();
+  if (batches.empty()) return std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+  std::nth_element(batches.begin(), batches.begin() + batches.size() / 2, batches.end());
+  return batches[batches.size() / 2];
+}
+
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);

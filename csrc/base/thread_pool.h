@@ -18,6 +18,13 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 // True inside a parallel_for task (nested work runs inline there).
 bool in_parallel_region();
 
+// The median time, in nanoseconds, of a cache line's round trip between the calling thread and a
+// second one (a ping-pong over one atomic, in batches of 64 rounds, for about 2 ms): what each
+// hand-off between a parallel region's threads costs on this machine now. A virtual machine's
+// vCPUs may sit on nearby or distant cores and move between them; this then grows severalfold,
+// and so does the cost of splitting a small region. 0 when the process may use one CPU only.
+double cpu_round_trip_ns();
+
 // A default grain for elementwise loops: about 32K elements per task.
 inline constexpr int64_t kElementwiseGrain = 32768;
 

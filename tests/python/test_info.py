@@ -169,3 +169,21 @@ def test_environment_variable_sets_the_default_thread_count():
     proc = run_python("import nexus; print(nexus.get_num_threads())", NEXUS_NUM_THREADS="3")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "3"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the probe needs two CPUs")
+def test_cpu_round_trip_is_a_plausible_time():
+    # A cache line's round trip between two threads: tens to thousands of nanoseconds; when the
+    # partner never gets a CPU the probe gives up after 50 ms and reports the time it waited.
+    from nexus import _C
+
+    ns = _C.cpu_round_trip_ns()
+    assert 1.0 < ns < 1e8, ns
+
+
+def test_cpu_round_trip_on_one_cpu_is_not_measured():
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); from nexus import _C; "
+            "print(_C.cpu_round_trip_ns())")
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout) == 0.0
