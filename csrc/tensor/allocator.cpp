@@ -53,11 +53,14 @@ Cache& cache();
 // by the thread that wrote it, is still in that core's caches, where a block from the shared lists
 // last written by another thread comes over from that core line by line (the ResNet-style CNN at
 // batch 1 on 2 threads: 257 -> 234 us in periods when a cache line's round trip between the two
-// vCPUs took 370 ns instead of 100; 134 -> 133 us when it took 100). Blocks of up to kLocalMax, at most
-// kLocalPerClass of a class and kLocalBytes in all; the rest goes to the shared lists.
+// vCPUs took 370 ns instead of 100; 134 -> 133 us when it took 100). Blocks of up to kLocalMax,
+// at most kLocalPerClass of a class and local_bytes() in all, for up to kLocalThreads threads at
+// once: what the threads keep is at most a quarter of the cache's limit, on top of the shared
+// lists. The rest goes to the shared lists.
 constexpr size_t kLocalMax = size_t(256) << 10;
 constexpr size_t kLocalPerClass = 4;
-constexpr size_t kLocalBytes = size_t(4) << 20;
+constexpr size_t kLocalThreads = 64;
+size_t local_bytes(size_t limit) { return std::min(size_t(4) << 20, limit / (4 * kLocalThreads)); }
 
 using FreeLists = std::map<size_t, std::vector<void*>>;  // cached blocks by size class
 
@@ -77,6 +80,7 @@ struct LocalCache {
   std::mutex mutex;  // uncontended: the owner's takes and gives; stats() and clear() from others
   FreeLists free;
   size_t bytes = 0, blocks = 0, hits = 0;
+  size_t most = 0;  // local_bytes() of the cache's limit
 
   Block take(size_t cls) {  // under mutex
     Block b = take_cached(free, cls);
@@ -124,7 +128,7 @@ class Cache {
     if (local != nullptr && b.capacity <= kLocalMax) {
       std::lock_guard<std::mutex> lock(local->mutex);
       std::vector<void*>& same = local->free[b.capacity];
-      if (same.size() < kLocalPerClass && local->bytes + b.capacity <= kLocalBytes) {
+      if (same.size() < kLocalPerClass && local->bytes + b.capacity <= local->most) {
         same.push_back(b.data);
         local->bytes += b.capacity;
         ++local->blocks;
@@ -171,12 +175,15 @@ class Cache {
     blocks_ = 0;
   }
 
-  // A thread's cache joins at its first use (only while the cache is on) and leaves when the
-  // thread ends: its blocks and hits go to the shared lists and counters.
+  // A thread's cache joins at its first use (while the cache is on and fewer than kLocalThreads
+  // have one) and leaves when the thread ends: its blocks and hits go to the shared lists and
+  // counters.
   LocalCache* join() {
-    if (limit_ == 0) return nullptr;
-    auto* local = new LocalCache();
+    if (local_bytes(limit_) == 0) return nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
+    if (locals_.size() >= kLocalThreads) return nullptr;
+    auto* local = new LocalCache();
+    local->most = local_bytes(limit_);
     locals_.push_back(local);
     return local;
   }
@@ -227,7 +234,7 @@ LocalCache* local_cache() {
   if (tls_local == nullptr && !tls_left) {
     thread_local Leaver leaver;  // constructed here, once per thread: its destructor runs at thread exit
     tls_local = cache().join();
-    if (tls_local == nullptr) tls_left = true;  // the cache is off: no thread keeps blocks
+    if (tls_local == nullptr) tls_left = true;  // the cache is off, or enough threads keep blocks
   }
   return tls_local;
 }
