@@ -44,8 +44,9 @@ REFUSED = {
 # (tests/python/test_jit_guards.py checks that every function of _C is in exactly one of the three.)
 NOT_OPS = frozenset({
     "alloc_empty_cache", "alloc_stats", "attach_gradients", "batch_count", "build_info", "cpu_round_trip_ns",
-    "cpu_supports", "cpu_variant", "get_num_threads", "set_num_threads", "is_grad_enabled", "set_grad_enabled", "knob_value", "knobs", "parse_csv",
-    "parse_idx", "parse_jsonl", "read_csv", "read_idx", "read_jsonl", "set_buffer_exports", "write_atomic",
+    "cpu_supports", "cpu_variant", "get_num_threads", "set_num_threads", "is_grad_enabled", "set_grad_enabled",
+    "knob_value", "knobs", "parse_csv", "parse_idx", "parse_jsonl", "read_csv", "read_idx", "read_jsonl",
+    "set_buffer_exports", "write_atomic",
 })
 # The modules whose ``_C`` calls are the Python surface's ops. An op reached another way is not
 # recorded, and its result, once used, is a tensor the trace cannot place: TraceError, not a
