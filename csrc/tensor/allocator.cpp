@@ -193,6 +193,10 @@ class Cache {
     hits_ += local->hits;
     for (auto& [cls, blocks] : local->free)
       for (void* p : blocks) {
+        if (cached_ + cls > limit_) {  // the shared lists stay within the limit
+          std::free(p);
+          continue;
+        }
         free_[cls].push_back(p);
         cached_ += cls;
         ++blocks_;
