@@ -7,8 +7,7 @@
 // GEMMs. Freed blocks are therefore kept, per size class, and handed out again; the cache is
 // bounded (NEXUS_ALLOC_CACHE_MB; 0 turns it off). Small blocks too: an inference call at batch 1
 // allocates dozens of a few KiB, and 64-byte aligned ones bypass malloc's fast per-thread lists
-// (measured: a tenth of LeNet's batch-1 latency in malloc and free). Small blocks go back to the
-// thread that freed them first (allocator.cpp, LocalCache): still in that core's caches.
+// (measured: a tenth of LeNet's batch-1 latency in malloc and free).
 #pragma once
 
 #include <cstddef>

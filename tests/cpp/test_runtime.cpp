@@ -128,57 +128,6 @@ TEST(a_cached_block_serves_classes_up_to_half_again_smaller_only) {
   CHECK_EQ(alloc::stats().cached_blocks, 0u);
 }
 
-// A small block goes back to the thread that freed it (its lines are still in that core's caches),
-// not to whichever thread allocates next; another thread takes it only when nothing else is
-// cached; the blocks of a thread that ends stay cached for the others; empty_cache() empties
-// every thread's.
-TEST(each_thread_takes_back_the_small_blocks_it_freed) {
-  alloc::empty_cache();
-  std::atomic<int> step{0};
-  auto wait_for = [&](int s) {
-    while (step.load() < s) std::this_thread::yield();
-  };
-  const size_t n = 8 * kKiB, cls = alloc::size_class(n);
-  alloc::Block a = alloc::allocate(n), t1{}, t2{};
-  std::thread other([&] {
-    t1 = alloc::allocate(n);
-    step = 1;
-    wait_for(2);
-    alloc::release(t1);  // freed after the main thread's block: the last one freed
-    step = 3;
-    wait_for(4);
-    t2 = alloc::allocate(n);  // its own block back
-    alloc::release(t2);
-    step = 5;
-    wait_for(6);  // holds t2 cached while the main thread empties the cache
-  });
-  wait_for(1);
-  alloc::release(a);
-  step = 2;
-  wait_for(3);
-  alloc::Block mine = alloc::allocate(n);
-  CHECK(mine.data == a.data);
-  step = 4;
-  wait_for(5);
-  CHECK(t2.data == t1.data);
-  CHECK_EQ(alloc::stats().cached_bytes, cls);  // the other thread's block: counted while it lives
-  alloc::release(mine);
-  alloc::empty_cache();
-  CHECK_EQ(alloc::stats().cached_bytes, 0u);  // both threads' blocks
-  CHECK_EQ(alloc::stats().cached_blocks, 0u);
-  step = 6;
-  other.join();
-
-  std::thread([&] { alloc::release(alloc::allocate(n)); }).join();  // ends with a block cached
-  CHECK_EQ(alloc::stats().cached_bytes, cls);
-  alloc::Stats before = alloc::stats();
-  alloc::Block left = alloc::allocate(n);  // the ended thread's block
-  CHECK_EQ(since(before).hits, 1u);
-  CHECK_EQ(since(before).misses, 0u);
-  alloc::release(left);
-  alloc::empty_cache();
-}
-
 TEST(the_cache_keeps_at_most_its_limit) {
   alloc::empty_cache();
   const size_t limit = alloc::stats().limit_bytes;
