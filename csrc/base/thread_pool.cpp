@@ -32,11 +32,16 @@ namespace {
 
 thread_local bool tls_in_pool = false;
 
-int default_threads() {
-  if (std::optional<int64_t> n = knob_int("NEXUS_NUM_THREADS")) return int(*n);
+// The CPUs this process may run on (its affinity), at least 1.
+int allowed_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int default_threads() {
+  if (std::optional<int64_t> n = knob_int("NEXUS_NUM_THREADS")) return int(*n);
+  return allowed_cpus();
 }
 
 // One parallel_for call. Workers take a reference to the job under the lock, so a worker that
@@ -194,8 +199,7 @@ void set_num_threads(int64_t n) {
 }
 
 double cpu_round_trip_ns() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) < 2) return 0;
+  if (allowed_cpus() < 2) return 0;
   using Clock = std::chrono::steady_clock;
   constexpr int kRounds = 64;                // per timed batch
   alignas(64) std::atomic<int64_t> ball{0};  // odd: the partner's turn to answer with ball + 1
