@@ -1,6 +1,14 @@
-// A fixed pool of workers fed by a generation counter: parallel_for publishes one job (a range
-// split into equal chunks), workers and the caller claim chunks with an atomic counter, and the
-// caller waits until every chunk is done. Exceptions from chunks are rethrown in the caller.
+// A fixed pool of workers fed through one job slot: parallel_for writes the job (a range split
+// into equal chunks) and publishes it in a claim word, generation and next chunk together; workers
+// and the caller claim chunks by advancing that word, and the caller waits until every chunk is
+// done. Exceptions from chunks are rethrown in the caller.
+//
+// Each hand-off moves cache lines between cores, and on a VM whose vCPUs sit on distant cores a
+// line's round trip can take 400 ns (cpu_round_trip_ns): a region should move as few as it can.
+// The job and its claim word share one line (a worker reads the job in the transfer that tells
+// it there is one), the count of unfinished chunks has its own, and nothing is allocated or
+// locked per region (before: a shared_ptr per job, whose count both cores wrote, and a mutex
+// every worker took).
 //
 // Waiting spins briefly before it sleeps: a training step is a string of parallel regions tens
 // of microseconds apart, and waking a worker blocked on a futex costs about as much as a small
@@ -17,7 +25,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -44,16 +51,6 @@ int default_threads() {
   return allowed_cpus();
 }
 
-// One parallel_for call. Workers take a reference to the job under the lock, so a worker that
-// wakes late can only see this job's (exhausted) counter, never a half-published next job.
-struct Job {
-  const std::function<void(int64_t, int64_t)>* fn;
-  int64_t n, chunk;
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> pending;  // chunks not yet finished
-  std::exception_ptr error;      // guarded by Pool::mutex_
-};
-
 constexpr auto kSpin = std::chrono::microseconds(100);
 
 inline void cpu_relax() {
@@ -74,6 +71,13 @@ template <class Done> bool spin_until(Done done) {
   }
 }
 
+// The claim word: the job's generation in the high bits, the next chunk to claim in the low ones.
+constexpr int kIndexBits = 16;  // chunks per job: at most the thread count, <= 1024
+constexpr uint64_t kIndexMask = (uint64_t(1) << kIndexBits) - 1;
+inline uint64_t generation_of(uint64_t word) { return word >> kIndexBits; }
+
+using Fn = std::function<void(int64_t, int64_t)>;
+
 class Pool {
  public:
   explicit Pool(int n) { resize(n); }
@@ -89,72 +93,101 @@ class Pool {
     for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker(); });
   }
 
-  void run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+  void run(int64_t n, int64_t chunk, const Fn& fn) {
     std::lock_guard<std::mutex> run(run_mutex_);  // one job at a time (callers from many threads)
-    auto job = std::make_shared<Job>();
-    job->fn = &fn;
-    job->n = n;
-    job->chunk = chunk;
-    job->pending = (n + chunk - 1) / chunk;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = job;
-      generation_.fetch_add(1, std::memory_order_release);
+    const uint64_t generation = ++generation_;
+    slot_.fn.store(&fn, std::memory_order_relaxed);
+    slot_.n.store(n, std::memory_order_relaxed);
+    slot_.chunk.store(chunk, std::memory_order_relaxed);
+    slot_.chunks.store((n + chunk - 1) / chunk, std::memory_order_relaxed);
+    pending_.value.store((n + chunk - 1) / chunk, std::memory_order_relaxed);
+    error_ = nullptr;
+    // Chunk 0 is the caller's before anyone can claim: each thread's share of a string of regions
+    // is then the same rows of each tensor (on 2 threads exactly, with workers on time), which
+    // stay in its core's caches. (Claimed first-come, a waiting worker often took chunk 0 and the
+    // bands swapped cores from one region to the next.)
+    slot_.word.store(generation << kIndexBits | 1, std::memory_order_seq_cst);  // publishes the above
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+      }  // a worker going to sleep is now asleep
+      wake_.notify_all();
     }
-    wake_.notify_all();
-    work(*job);
-    auto finished = [&] { return job->pending.load(std::memory_order_acquire) == 0; };
-    std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+    work(generation, /*own=*/0);
+    auto finished = [&] { return pending_.value.load(std::memory_order_seq_cst) == 0; };
     if (!spin_until(finished)) {
-      lock.lock();
+      std::unique_lock<std::mutex> lock(mutex_);
+      caller_waits_.store(true, std::memory_order_seq_cst);
       done_.wait(lock, finished);
-    } else {
-      lock.lock();  // the error (if any) was written under the lock
+      caller_waits_.store(false, std::memory_order_relaxed);
     }
-    job_.reset();
-    if (job->error) std::rethrow_exception(job->error);
+    if (error_) std::rethrow_exception(error_);  // written before its chunk's pending decrement
   }
 
  private:
   void worker() {
     tls_in_pool = true;
-    uint64_t seen = 0;
+    uint64_t seen = generation_of(slot_.word.load(std::memory_order_acquire));
+    auto published = [&] {
+      return stop_.load(std::memory_order_relaxed) || generation_of(slot_.word.load(std::memory_order_seq_cst)) != seen;
+    };
     for (;;) {
-      std::shared_ptr<Job> job;
-      auto ready = [&] {
-        return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen;
-      };
-      spin_until(ready);
-      {
+      if (!spin_until(published)) {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, ready);
-        if (stop_) return;
-        seen = generation_.load(std::memory_order_relaxed);
-        job = job_;
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        wake_.wait(lock, published);
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
       }
-      if (job) work(*job);
+      if (stop_.load(std::memory_order_relaxed)) return;
+      seen = generation_of(slot_.word.load(std::memory_order_acquire));
+      work(seen);
     }
   }
 
-  void work(Job& job) {
-    bool was = tls_in_pool;
+  // Runs chunk `own` if there is one (the caller's, claimed as it published), then claims and
+  // runs chunks of job `generation` until none is left (or a later job is up: this one is then
+  // finished). The job's fields are read before the claim that confirms the word has not moved:
+  // while a chunk of this job is unclaimed, the caller cannot have started the next one, so a
+  // successful claim means they were this job's.
+  void work(uint64_t generation, int64_t own = -1) {
+    const bool was = tls_in_pool;
     tls_in_pool = true;
     int64_t finished = 0;
-    for (;;) {
-      int64_t begin = job.next.fetch_add(job.chunk);
-      if (begin >= job.n) break;
-      try {
-        (*job.fn)(begin, std::min(job.n, begin + job.chunk));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!job.error) job.error = std::current_exception();
-      }
+    if (own >= 0) {
+      run_chunk(*slot_.fn.load(std::memory_order_relaxed), own, slot_.n.load(std::memory_order_relaxed),
+                slot_.chunk.load(std::memory_order_relaxed));
       ++finished;
     }
+    uint64_t word = slot_.word.load(std::memory_order_acquire);
+    for (;;) {
+      if (generation_of(word) != generation) break;
+      const int64_t index = int64_t(word & kIndexMask);
+      const Fn* fn = slot_.fn.load(std::memory_order_relaxed);
+      const int64_t n = slot_.n.load(std::memory_order_relaxed), chunk = slot_.chunk.load(std::memory_order_relaxed);
+      if (index >= slot_.chunks.load(std::memory_order_relaxed)) break;
+      if (!slot_.word.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+        continue;  // word now holds the current value
+      run_chunk(*fn, index, n, chunk);
+      ++finished;
+      word = slot_.word.load(std::memory_order_acquire);
+    }
     tls_in_pool = was;
-    if (finished && job.pending.fetch_sub(finished, std::memory_order_acq_rel) == finished) {
-      std::lock_guard<std::mutex> lock(mutex_);  // pairs with the caller's check under the lock
+    if (finished && pending_.value.fetch_sub(finished, std::memory_order_seq_cst) == finished &&
+        caller_waits_.load(std::memory_order_seq_cst)) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+      }  // the caller is now in its wait
       done_.notify_all();
+    }
+  }
+
+  void run_chunk(const Fn& fn, int64_t index, int64_t n, int64_t chunk) {
+    const int64_t begin = index * chunk;
+    try {
+      fn(begin, std::min(n, begin + chunk));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
     }
   }
 
@@ -168,13 +201,27 @@ class Pool {
     workers_.clear();
   }
 
-  std::mutex run_mutex_, mutex_;
+  // The job: written by the caller, read by every worker (one line).
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> word{0};  // generation << kIndexBits | the next chunk to claim
+    std::atomic<const Fn*> fn{nullptr};
+    std::atomic<int64_t> n{0}, chunk{1}, chunks{0};
+  };
+  struct alignas(64) Counter {
+    std::atomic<int64_t> value{0};
+  };
+
+  Slot slot_;
+  Counter pending_;           // the job's chunks not yet finished
+  uint64_t generation_ = 0;   // the last job published (under run_mutex_)
+  std::exception_ptr error_;  // the job's first exception (written under mutex_)
+  alignas(64) std::mutex run_mutex_, mutex_;
   std::condition_variable wake_, done_;
+  std::atomic<int> sleepers_{0};  // workers blocked on wake_ (or about to be)
+  std::atomic<bool> caller_waits_{false};
   std::vector<std::thread> workers_;
   int size_ = 1;
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> generation_{0};
-  std::shared_ptr<Job> job_;
 };
 
 Pool& pool() {

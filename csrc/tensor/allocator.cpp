@@ -111,7 +111,31 @@ Cache& cache() {
   return *c;
 }
 
+// One thread's scratch stack: kStackBytes from the shared cache at the thread's first Scratch,
+// returned to it when the thread exits.
+struct ScratchStack {
+  Block block;
+  size_t top = 0;
+  ~ScratchStack() {
+    if (block.data != nullptr) cache().give(block);
+  }
+};
+thread_local ScratchStack tls_stack;
+
 }  // namespace
+
+void* stack_push(size_t nbytes) {
+  ScratchStack& s = tls_stack;
+  if (nbytes > kStackBytes) return nullptr;
+  const size_t size = (nbytes + kMinClass - 1) / kMinClass * kMinClass;  // keeps the next one aligned
+  if (size > kStackBytes - s.top) return nullptr;
+  if (s.block.data == nullptr) s.block = cache().take(kStackBytes);
+  void* p = static_cast<char*>(s.block.data) + s.top;
+  s.top += size;
+  return p;
+}
+
+void stack_pop(void* p) { tls_stack.top = size_t(static_cast<char*>(p) - static_cast<char*>(tls_stack.block.data)); }
 
 Block allocate(size_t nbytes) { return cache().take(nbytes); }
 void release(Block b) { cache().give(b); }

@@ -174,6 +174,50 @@ TEST(storages_come_from_the_cache_and_return_to_it) {
   CHECK(v.raw_data() != u.raw_data());
 }
 
+// A kernel's Scratch comes from its thread's own stack while it fits: nested ones are disjoint
+// and aligned, a freed one's memory is the next one's, and one larger than the stack (or than
+// what is left of it) comes from the cache instead, still usable.
+TEST(scratch_buffers_nest_on_the_thread_stack) {
+  const void* first = nullptr;
+  {
+    alloc::Scratch<float> a(1000), b(5);
+    first = a.data();
+    CHECK(aligned(a.data(), 64) && aligned(b.data(), 64));
+    CHECK(b.data() >= a.data() + 1000);  // disjoint: b after all of a
+    std::fill(a.data(), a.data() + 1000, 1.0f);
+    std::fill(b.data(), b.data() + 5, 2.0f);
+    CHECK_EQ(a.data()[999], 1.0f);
+    alloc::Scratch<char> big(alloc::kStackBytes);  // does not fit beside a and b
+    CHECK(big.data() < reinterpret_cast<const char*>(first) ||
+          big.data() >= reinterpret_cast<const char*>(first) + alloc::kStackBytes);
+    std::memset(big.data(), 7, alloc::kStackBytes);
+    CHECK_EQ(b.data()[4], 2.0f);
+  }
+  {
+    alloc::Scratch<double> c(10);
+    CHECK(static_cast<const void*>(c.data()) == first);  // the stack is empty again
+  }
+  // Each thread has its own: buffers of threads alive at once never overlap.
+  constexpr int kThreads = 3;
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans(kThreads);
+  std::atomic<int> arrived{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      alloc::Scratch<char> s(4096);
+      std::memset(s.data(), i, 4096);
+      spans[size_t(i)] = {reinterpret_cast<uintptr_t>(s.data()), reinterpret_cast<uintptr_t>(s.data()) + 4096};
+      ++arrived;
+      while (arrived.load() < kThreads) std::this_thread::yield();  // all alive at once
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < kThreads; ++i)
+    for (size_t j = i + 1; j < kThreads; ++j)
+      CHECK_MSG(spans[i].second <= spans[j].first || spans[j].second <= spans[i].first,
+                "threads " << i << " and " << j << " shared scratch memory");
+}
+
 // ---- thread pool ----------------------------------------------------------------------------
 
 namespace {
@@ -276,6 +320,36 @@ TEST(callers_on_many_threads_share_the_pool) {
   }
   for (auto& th : callers) th.join();
   CHECK_EQ(wrong.load(), 0);
+}
+
+// Workers block after a short spin; a job published as one falls asleep must still reach it,
+// and back-to-back jobs (spinning workers, a late worker that finds the next job's word) must
+// each run every chunk once. A lost wake-up would hang here rather than fail, so each pause is
+// paired with a job the caller could finish alone: the count, not the clock, is checked.
+TEST(jobs_reach_workers_that_spin_sleep_or_wake_late) {
+  Threads t(3);
+  std::atomic<int64_t> wrong{0}, on_workers{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int rep = 0; rep < 3000; ++rep) {
+    if (rep % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers now asleep
+    const int64_t n = 3 + rep % 5;
+    std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+    parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      if (std::this_thread::get_id() != caller) ++on_workers;
+      for (int64_t i = b; i < e; ++i) seen[size_t(i)]++;
+    });
+    for (auto& v : seen) wrong += v.load() != 1;
+  }
+  CHECK_EQ(wrong.load(), 0);
+  // After a pause, a job long enough for a woken worker to join is shared.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::atomic<int64_t> woken{0};
+  parallel_for(2, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller) ++woken;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);  // ends as it joins
+    while (std::chrono::steady_clock::now() < until && woken.load() == 0) std::this_thread::yield();
+  });
+  CHECK_LE(1, woken.load());
 }
 
 // OpenBLAS's thread count is global, and threadpoolctl's limits set it for every OpenBLAS in the
