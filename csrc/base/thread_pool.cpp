@@ -99,8 +99,9 @@ class Pool {
     slot_.fn.store(&fn, std::memory_order_relaxed);
     slot_.n.store(n, std::memory_order_relaxed);
     slot_.chunk.store(chunk, std::memory_order_relaxed);
-    slot_.chunks.store((n + chunk - 1) / chunk, std::memory_order_relaxed);
-    pending_.value.store((n + chunk - 1) / chunk, std::memory_order_relaxed);
+    const int64_t chunks = (n + chunk - 1) / chunk;
+    slot_.chunks.store(chunks, std::memory_order_relaxed);
+    pending_.value.store(chunks, std::memory_order_relaxed);
     error_ = nullptr;
     // Chunk 0 is the caller's before anyone can claim: each thread's share of a string of regions
     // is then the same rows of each tensor (on 2 threads exactly, with workers on time), which
