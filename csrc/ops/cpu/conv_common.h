@@ -164,8 +164,8 @@ template <class T> void conv2d_forward_planes(const Conv2dGeometry& g, const T* 
 template <class T>
 void conv2d_backward_planes(const Conv2dGeometry& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* dbias);
 
-// Winograd F(2x2, 3x3) (conv_winograd_kernel.cpp): float32 3x3 convolutions at stride 1 whose
-// output tiles fill this variant's vectors (winograd_forward says which).
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) (conv_winograd_kernel.cpp): float32 3x3 convolutions at
+// stride 1 whose output tiles fill this variant's vectors (winograd_forward says which).
 bool winograd_forward(const Conv2dGeometry& g);
 // As conv2d_forward: constant_w, the storage of a constant w (its transformed form is kept).
 void conv2d_forward_winograd(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,

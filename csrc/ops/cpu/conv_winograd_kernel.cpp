@@ -16,6 +16,9 @@
 //   3. the output transform, bias and epilogue, and the 2x2 tiles interleaved back into rows:
 //      whole-vector stores into the NCHW output.
 // The filters' transform is made once for a constant weight, as the direct kernel's packing.
+//
+// F(4x4, 3x3) (below) has the same shape with 6x6 patches and 4x4 tiles: 36 products for 16 pixels
+// where F(2x2) makes 64, taken where its tiles fill the vectors exactly.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -139,37 +142,61 @@ void stage_columns(const float* row, int64_t w, int64_t first, int64_t count, fl
   if (row != nullptr && hi > lo) std::memcpy(stage + (lo - first), row + lo, (hi - lo) * sizeof(float));
 }
 
-// U = G g G^T for every (k, c) filter, as u[xi][k block][c][KR] (the sums' broadcast order).
-// Made a (k block, c) at a time, so that each of the 16 destinations gets KR adjacent floats.
+// U = G g G^T for every (k, c) filter, as u[xi][k block][c][KR] (the sums' broadcast order):
+// One(g, r) writes filter g's P transformed values to r[xi * kMaxKR]. Made a (k block, c) at a time, so
+// that each of the P destinations gets KR adjacent floats.
+template <int P, void (*One)(const float*, float*)>
 void transform_filters(const float* w, int64_t k_n, int64_t c_n, int64_t kr_n, float* u) {
   const int64_t kblocks = k_n / kr_n;
-  parallel_for(kblocks * c_n, std::max<int64_t>(1, 2048 / kr_n), [&](int64_t i0, int64_t i1) {
+  parallel_for(kblocks * c_n, std::max<int64_t>(1, 32768 / (P * kr_n)), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t kb = i / c_n, c = i % c_n;
-      float r[kXi][kMaxKR];
-      for (int64_t kr = 0; kr < kr_n; ++kr) {
-        const float* g = w + ((kb * kr_n + kr) * c_n + c) * 9;
-        float t[4][3];
-        for (int j = 0; j < 3; ++j) {
-          t[0][j] = g[j];
-          t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
-          t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
-          t[3][j] = g[6 + j];
-        }
-        for (int e = 0; e < 4; ++e) {
-          r[4 * e][kr] = t[e][0];
-          r[4 * e + 1][kr] = 0.5f * (t[e][0] + t[e][1] + t[e][2]);
-          r[4 * e + 2][kr] = 0.5f * (t[e][0] - t[e][1] + t[e][2]);
-          r[4 * e + 3][kr] = t[e][2];
-        }
-      }
-      for (int xi = 0; xi < kXi; ++xi)
-        std::memcpy(u + ((xi * kblocks + kb) * c_n + c) * kr_n, r[xi], kr_n * sizeof(float));
+      float r[P][kMaxKR];
+      for (int64_t kr = 0; kr < kr_n; ++kr) One(w + ((kb * kr_n + kr) * c_n + c) * 9, &r[0][kr]);
+      for (int xi = 0; xi < P; ++xi)
+        copy_bytes(reinterpret_cast<char*>(u + ((xi * kblocks + kb) * c_n + c) * kr_n),
+                   reinterpret_cast<const char*>(r[xi]), kr_n * sizeof(float));  // not a call: 16 to 64 bytes
     }
   });
 }
 
+// F(2x2)'s G g G^T of one filter, to r[xi * kMaxKR].
+void transform_filter2(const float* g, float* r) {
+  float t[4][3];
+  for (int j = 0; j < 3; ++j) {
+    t[0][j] = g[j];
+    t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+    t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+    t[3][j] = g[6 + j];
+  }
+  for (int e = 0; e < 4; ++e) {
+    r[(4 * e) * kMaxKR] = t[e][0];
+    r[(4 * e + 1) * kMaxKR] = 0.5f * (t[e][0] + t[e][1] + t[e][2]);
+    r[(4 * e + 2) * kMaxKR] = 0.5f * (t[e][0] - t[e][1] + t[e][2]);
+    r[(4 * e + 3) * kMaxKR] = t[e][2];
+  }
+}
+
+// m[xi][kr] = the sum over channels of u[xi][kb][c][kr] * v[xi][c], for the P transformed
+// positions of a group of tiles and a block of KR output channels: KR accumulators of L tiles,
+// each input vector times KR broadcast transformed weights.
+template <int P, int64_t KR> void products(const float* u, int64_t kblocks, int64_t c_n, const V* v, int64_t kb, V* m) {
+  for (int xi = 0; xi < P; ++xi) {
+    V acc[KR] = {};
+    const float* uk = u + (xi * kblocks + kb) * c_n * KR;
+    const V* vx = v + xi * c_n;
+    for (int64_t c = 0; c < c_n; ++c, uk += KR) {
+      const V vc = vx[c];
+#pragma GCC unroll 16
+      for (int64_t kr = 0; kr < KR; ++kr) acc[kr] += uk[kr] * vc;
+    }
+    for (int64_t kr = 0; kr < KR; ++kr) m[xi * KR + kr] = acc[kr];
+  }
+}
+
 template <int ROWS, int64_t KR> struct Winograd {
+  static constexpr int kPositions = kXi;
+  static constexpr int64_t kKR = KR;
   const Conv2dGeometry& g;  // padding 0 or 1
   const float* u;           // transformed filters (transform_filters)
   const float* bias;        // [k], or null
@@ -253,22 +280,6 @@ template <int ROWS, int64_t KR> struct Winograd {
     }
   }
 
-  // m[xi][kr] = the sum over channels of u[xi][kb][c][kr] * v[xi][c].
-  void products(const V* v, int64_t kb, V* m) const {
-    const int64_t c_n = g.c;
-    for (int xi = 0; xi < kXi; ++xi) {
-      V acc[KR] = {};
-      const float* uk = u + (xi * kblocks + kb) * c_n * KR;
-      const V* vx = v + xi * c_n;
-      for (int64_t c = 0; c < c_n; ++c, uk += KR) {
-        const V vc = vx[c];
-#pragma GCC unroll 16
-        for (int64_t kr = 0; kr < KR; ++kr) acc[kr] += uk[kr] * vc;
-      }
-      for (int64_t kr = 0; kr < KR; ++kr) m[xi * KR + kr] = acc[kr];
-    }
-  }
-
   // y's tiles of the group for channels kb*KR + [0, KR): A^T m A + bias, then the epilogue.
   void output(const V* m, int64_t grp, int64_t kb, float* y, const float* res) const {
     constexpr int64_t kSeg = 2 * L / ROWS;  // a tile row's output columns in a vector pair
@@ -321,12 +332,159 @@ template <int ROWS, int64_t KR> struct Winograd {
   }
 };
 
-// The forward over the pool. A unit is one group of tiles of one image and a run of channel
-// blocks (all of them, unless there are too few groups to share among the threads).
-template <int ROWS, int64_t KR> void forward(const Conv2dGeometry& g, const float* x, const float* u, const float* bias,
-                                             float* y, const Epilogue<float>& ep) {
-  const Winograd<ROWS, KR> wino{g, u, bias, ep, g.k / KR};
-  const int64_t groups = wino.groups(), kblocks = g.k / KR;
+// ---- F(4x4, 3x3) ------------------------------------------------------------------------------
+// Each 4x4 output tile from its 6x6 input patch: 36 products per tile and channel pair where
+// F(2x2) makes 64 for the same 16 pixels and a direct sum 144. Its transforms multiply by up to 8
+// and its filter transform by sixths, so its results stray further from the direct sum than
+// F(2x2)'s (about 2e-6 of the output's magnitude against 4e-7). Taken for padding 1 where the
+// tiles fill the vectors exactly (winograd4_fits): no edge groups.
+constexpr int kXi4 = 36;  // transformed positions per tile (6x6)
+
+// The input transform along one axis, B^T d (points 0, +-1, +-2 and infinity).
+inline void input_transform6(V d0, V d1, V d2, V d3, V d4, V d5, V* r) {
+  const V a = d4 - 4.0f * d2, b = d3 - 4.0f * d1, c = d4 - d2, e = 2.0f * (d3 - d1);
+  r[0] = 4.0f * d0 - 5.0f * d2 + d4;
+  r[1] = a + b, r[2] = a - b, r[3] = c + e, r[4] = c - e;
+  r[5] = 4.0f * d1 - 5.0f * d3 + d5;
+}
+// The output transform along one axis, A^T m: six sums to four pixels.
+inline void output_transform6(V m0, V m1, V m2, V m3, V m4, V m5, V* o) {
+  const V a = m1 + m2, b = m1 - m2, c = m3 + m4, d = m3 - m4;
+  o[0] = m0 + a + c, o[1] = b + 2.0f * d, o[2] = a + 4.0f * c, o[3] = b + 8.0f * d + m5;
+}
+
+// The filter transform along one axis, G g: three taps to six (in double: U is rounded once).
+inline void filter_transform6(double a, double b, double c, double* t) {
+  constexpr double kSixth = 1.0 / 6, kTwentyFourth = 1.0 / 24;
+  const double p = a + c, q = a + 4 * c;
+  t[0] = 0.25 * a, t[1] = -(p + b) * kSixth, t[2] = -(p - b) * kSixth;
+  t[3] = (q + 2 * b) * kTwentyFourth, t[4] = (q - 2 * b) * kTwentyFourth;
+  t[5] = c;
+}
+
+// F(4x4)'s G g G^T of one filter, to r[xi * kMaxKR].
+void transform_filter4(const float* g, float* r) {
+  double t[3][6], col[6];  // t[tap column][row]
+  for (int j = 0; j < 3; ++j) filter_transform6(g[j], g[3 + j], g[6 + j], t[j]);
+  for (int a = 0; a < 6; ++a) {
+    filter_transform6(t[0][a], t[1][a], t[2][a], col);
+    for (int b = 0; b < 6; ++b) r[(6 * a + b) * kMaxKR] = float(col[b]);
+  }
+}
+
+// 4L floats in ROWS segments of 4L/ROWS, segment q at p[q], as four vectors (and back).
+template <int ROWS> void load_quad(const float* const* p, V* x) {
+  for (int i = 0; i < 4; ++i) x[i] = load_vector<V>(p[i * ROWS / 4] + (i % (4 / ROWS)) * L);
+}
+template <int ROWS> void store_quad(float* const* p, const V* x) {
+  for (int i = 0; i < 4; ++i) std::memcpy(p[i * ROWS / 4] + (i % (4 / ROWS)) * L, &x[i], sizeof(V));
+}
+
+// Rows per vector for F(4x4): 1 when a row is whole vectors of tiles, 2 or 4 when that many rows
+// of tiles fill a vector; 0 when the tiles do not fill vectors exactly.
+int64_t rows_per_vector4(const Conv2dGeometry& g) {
+  if (g.out_w() % 4 != 0 || g.out_h() % 4 != 0) return 0;
+  const int64_t tiles_w = g.out_w() / 4, tiles_h = g.out_h() / 4;
+  if (tiles_w == 0 || tiles_h == 0) return 0;
+  if (tiles_w % L == 0) return 1;
+  for (int64_t rows : {2, 4})
+    if (tiles_w * rows == L && tiles_h % rows == 0) return rows;
+  return 0;
+}
+
+template <int ROWS, int64_t KR> struct Winograd4 {
+  static constexpr int kPositions = kXi4;
+  static constexpr int64_t kKR = KR;
+  const Conv2dGeometry& g;  // padding 1, tiles filling the vectors (rows_per_vector4)
+  const float* u;           // transformed filters (transform_filter4)
+  const float* bias;        // [k], or null
+  Epilogue<float> ep;
+  int64_t kblocks;
+
+  int64_t groups_per_row() const { return ROWS == 1 ? g.out_w() / 4 / L : 1; }
+  int64_t groups() const { return g.out_h() / 4 / ROWS * groups_per_row(); }
+  int64_t ty0(int64_t grp) const { return grp / groups_per_row() * ROWS; }  // the group's first tile
+  int64_t tx0(int64_t grp) const { return grp % groups_per_row() * L; }
+
+  // v[xi][c] = B^T d B for the patches of the group's tiles in every channel of x (one image).
+  // Patch column j of tile t reads input column 4t + j - 1: of the input's columns by their
+  // remainder mod 4 (P0 .. P3, two rounds of even/odd shuffles), d1 .. d4 are P0 .. P3, and d0
+  // and d5 are P3 and P0 moved by one tile, the padding's zero (or a neighbouring group's column)
+  // entering at the ends. A row above or below the image reads `zeros`.
+  void input(const float* x, int64_t grp, V* v, const float* zeros) const {
+    constexpr int S = int(L) / ROWS;  // tiles per tile row in a vector
+    const int64_t w = g.w, h = g.h, c_n = g.c, ty = ty0(grp), tx = tx0(grp);
+    for (int64_t c = 0; c < c_n; ++c) {
+      const float* plane = x + c * h * w;
+      V t[6][6];
+      for (int i = 0; i < 6; ++i) {
+        const float* row[ROWS];
+        for (int q = 0; q < ROWS; ++q) {
+          const int64_t r = 4 * (ty + q) + i - 1;
+          row[q] = (r >= 0 && r < h ? plane + r * w : zeros) + 4 * tx;
+        }
+        V xs[4], before{}, after{};
+        load_quad<ROWS>(row, xs);
+        if constexpr (ROWS == 1) {
+          if (tx > 0) before[0] = row[0][-1];
+          if (4 * (tx + L) < w) after[0] = row[0][4 * L];
+        }
+        const V e01 = even(xs[0], xs[1]), o01 = odd(xs[0], xs[1]), e23 = even(xs[2], xs[3]), o23 = odd(xs[2], xs[3]);
+        const V p0 = even(e01, e23), p1 = even(o01, o23), p2 = odd(e01, e23), p3 = odd(o01, o23);
+        input_transform6(move_in<S>(p3, before), p0, p1, p2, p3, move_out<S>(p0, after), t[i]);
+      }
+      for (int j = 0; j < 6; ++j) {
+        V r[6];
+        input_transform6(t[0][j], t[1][j], t[2][j], t[3][j], t[4][j], t[5][j], r);
+        for (int a = 0; a < 6; ++a) v[(6 * a + j) * c_n + c] = r[a];
+      }
+    }
+  }
+
+  // y's tiles of the group for channels kb*KR + [0, KR): A^T m A + bias, then the epilogue; each
+  // output row's four column phases interleaved back into pixels (two rounds of zips).
+  void output(const V* m, int64_t grp, int64_t kb, float* y, const float* res) const {
+    // (the output's size in locals: a store through memcpy may alias g)
+    const int64_t ow_n = g.out_w(), plane = g.out_h() * ow_n, at = 4 * ty0(grp) * ow_n + 4 * tx0(grp);
+    for (int64_t kr = 0; kr < KR; ++kr) {
+      const int64_t k = kb * KR + kr;
+      V s[6][4];  // s[column][output row]: A^T along the patch's rows
+      for (int j = 0; j < 6; ++j) {
+        const V* mj = m + j * KR + kr;
+        output_transform6(mj[0], mj[6 * KR], mj[12 * KR], mj[18 * KR], mj[24 * KR], mj[30 * KR], s[j]);
+      }
+      const float b = bias != nullptr ? bias[k] : 0.0f;
+      for (int j = 0; j < 4; ++j) {  // output row j of each tile: A^T along its columns
+        V o[4];
+        output_transform6(s[0][j], s[1][j], s[2][j], s[3][j], s[4][j], s[5][j], o);
+        const V ac0 = zip(o[0], o[2], 0), ac1 = zip(o[0], o[2], 1), bd0 = zip(o[1], o[3], 0), bd1 = zip(o[1], o[3], 1);
+        V px[4] = {zip(ac0, bd0, 0) + b, zip(ac0, bd0, 1) + b, zip(ac1, bd1, 0) + b, zip(ac1, bd1, 1) + b};
+        // tile row q's output row 4 * (ty + q) + j starts at off + 4 * q * ow_n
+        const int64_t off = k * plane + at + j * ow_n;
+        float* rows[ROWS];
+        for (int q = 0; q < ROWS; ++q) rows[q] = y + off + 4 * q * ow_n;
+        if (ep.residual != nullptr) {
+          const float* rrows[ROWS];
+          for (int q = 0; q < ROWS; ++q) rrows[q] = res + off + 4 * q * ow_n;
+          V rv[4];
+          load_quad<ROWS>(rrows, rv);
+          for (int i = 0; i < 4; ++i) px[i] = px[i] + rv[i];
+        }
+        if (ep.relu)  // as kern::relu: NaN stays
+          for (V& p : px) p = p > 0 ? p : (p != p ? p : V{});
+        store_quad<ROWS>(rows, px);
+      }
+    }
+  }
+};
+
+// The forward over the pool with kernel K (Winograd or Winograd4). A unit is one group of tiles
+// of one image and a run of channel blocks (all of them, unless there are too few groups to share
+// among the threads).
+template <class K> void forward(const K& wino, const float* x, float* y) {
+  const Conv2dGeometry& g = wino.g;
+  const Epilogue<float>& ep = wino.ep;
+  const int64_t groups = wino.groups(), kblocks = wino.kblocks;
   const int64_t in_img = g.c * g.h * g.w, out_img = g.k * g.out_h() * g.out_w();
   const int64_t want = 2 * int64_t(num_threads());  // units enough to share
   const int64_t kchunks = g.n * groups >= want ? 1 : std::min(kblocks, ceil_div(want, g.n * groups));
@@ -334,7 +492,7 @@ template <int ROWS, int64_t KR> void forward(const Conv2dGeometry& g, const floa
   // The rows above and below the image: zeros, with room for a group's reads around them.
   const std::vector<float> zeros(static_cast<size_t>(g.w + 2 * L));
   parallel_for(g.n * per_image, 1, [&](int64_t u0, int64_t u1) {
-    alloc::Scratch<V> v(static_cast<size_t>(kXi * g.c)), m(static_cast<size_t>(kXi * KR));
+    alloc::Scratch<V> v(static_cast<size_t>(K::kPositions * g.c)), m(static_cast<size_t>(K::kPositions * K::kKR));
     int64_t transformed = -1;
     for (int64_t unit = u0; unit < u1; ++unit) {
       const int64_t b = unit / per_image, grp = unit % per_image / kchunks, chunk = unit % kchunks;
@@ -342,21 +500,22 @@ template <int ROWS, int64_t KR> void forward(const Conv2dGeometry& g, const floa
       transformed = unit / kchunks;
       const float* res = ep.residual != nullptr ? ep.residual + b * out_img : nullptr;
       for (int64_t kb = chunk * per_chunk; kb < std::min(kblocks, (chunk + 1) * per_chunk); ++kb) {
-        wino.products(v.data(), kb, m.data());
+        products<K::kPositions, K::kKR>(wino.u, kblocks, g.c, v.data(), kb, m.data());
         wino.output(m.data(), grp, kb, y + b * out_img, res);
       }
     }
   });
 }
 
-template <int ROWS> void forward_rows(const Conv2dGeometry& g, const float* x, const float* u, const float* bias,
-                                      float* y, const Epilogue<float>& ep) {
+template <template <int, int64_t> class K, int ROWS> void forward_rows(const Conv2dGeometry& g, const float* x,
+                                                                       const float* u, const float* bias, float* y,
+                                                                       const Epilogue<float>& ep) {
   const int64_t kr = block_width(g.k);
   if constexpr (kMaxKR >= 16) {
-    if (kr == 16) return forward<ROWS, 16>(g, x, u, bias, y, ep);
+    if (kr == 16) return forward(K<ROWS, 16>{g, u, bias, ep, g.k / 16}, x, y);
   }
-  if (kr == 8) return forward<ROWS, 8>(g, x, u, bias, y, ep);
-  forward<ROWS, 4>(g, x, u, bias, y, ep);
+  if (kr == 8) return forward(K<ROWS, 8>{g, u, bias, ep, g.k / 8}, x, y);
+  forward(K<ROWS, 4>{g, u, bias, ep, g.k / 4}, x, y);
 }
 
 }  // namespace
@@ -366,10 +525,12 @@ template <int ROWS> void forward_rows(const Conv2dGeometry& g, const float* x, c
 // 5, 2 threads: 1.04-1.7x on AVX-512 and 1.4-2.8x on AVX2 against the direct kernel; 1.3-1.5x
 // against the plane kernels at 4 and 8 output channels).
 bool winograd_forward(const Conv2dGeometry& g) {
-  const int64_t rows = rows_per_vector(g);
   if (!(g.groups == 1 && g.kh == 3 && g.kw == 3 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == g.pad_w &&
-        g.pad_h <= 1 && block_width(g.k) != 0 && rows != 0))
+        g.pad_h <= 1 && block_width(g.k) != 0))
     return false;
+  if (g.pad_h == 1 && rows_per_vector4(g) != 0) return true;
+  const int64_t rows = rows_per_vector(g);
+  if (rows == 0) return false;
   // Rows that end in a partial vector or segment copy their patch rows (edge groups): that pays
   // for itself from 64 output channels on (28 and 56 wide: 1.2-1.4x at 64 and 128 channels, 1.0x
   // at 32, 0.74-0.83x at 16).
@@ -383,13 +544,25 @@ bool winograd_forward(const Conv2dGeometry& g) {
 void conv2d_forward_winograd(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,
                              Storage* constant_w, const Epilogue<float>& ep) {
   const int64_t kr = block_width(g.k);
-  const PreparedWeights<float> prepared(constant_w, w, {'w', g.k, g.c, kr}, kXi * g.k * g.c,
-                                        [&](float* out) { transform_filters(w, g.k, g.c, kr, out); });
+  if (const int64_t rows = g.pad_h == 1 ? rows_per_vector4(g) : 0; rows != 0) {
+    const PreparedWeights<float> prepared(constant_w, w, {'w', 4, g.k, g.c, kr}, kXi4 * g.k * g.c, [&](float* out) {
+      transform_filters<kXi4, transform_filter4>(w, g.k, g.c, kr, out);
+    });
+    const float* u = prepared.data();
+    switch (rows) {
+      case 1: return forward_rows<Winograd4, 1>(g, x, u, bias, y, ep);
+      case 2: return forward_rows<Winograd4, 2>(g, x, u, bias, y, ep);
+      default: return forward_rows<Winograd4, 4>(g, x, u, bias, y, ep);
+    }
+  }
+  const PreparedWeights<float> prepared(constant_w, w, {'w', g.k, g.c, kr}, kXi * g.k * g.c, [&](float* out) {
+    transform_filters<kXi, transform_filter2>(w, g.k, g.c, kr, out);
+  });
   const float* u = prepared.data();
   switch (rows_per_vector(g)) {
-    case 1: return forward_rows<1>(g, x, u, bias, y, ep);
-    case 2: return forward_rows<2>(g, x, u, bias, y, ep);
-    default: return forward_rows<4>(g, x, u, bias, y, ep);
+    case 1: return forward_rows<Winograd, 1>(g, x, u, bias, y, ep);
+    case 2: return forward_rows<Winograd, 2>(g, x, u, bias, y, ep);
+    default: return forward_rows<Winograd, 4>(g, x, u, bias, y, ep);
   }
 }
 
