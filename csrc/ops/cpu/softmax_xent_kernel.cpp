@@ -60,40 +60,55 @@ template <class T> void xent_backward(const T* x, const int64_t* labels, const T
 
 // Each row: m = its max (0 when that is not finite: NaN, or an infinity), e = exp(x - m), then
 // e times 1 / sum(e), as ops::softmax composes them but for that product (a division per element
-// took as long as the exp). The max and the sum run in the lanes of a 64-byte vector, combined
-// in order at the end (a scalar chain per row ran at a fifth of the exp op's speed).
+// took as long as the exp). The max and the sum run in 64 bytes of lanes (lane l takes the
+// elements j = l mod kLanes), combined in order at the end, on every variant: the same bits
+// whatever the vector width (a scalar chain per row ran at a fifth of the exp op's speed). The
+// lanes are kParts vectors of the variant's width: GCC splits a 64-byte vector on AVX2 into
+// scalar selects through the stack (softmax ran at 0.4x PyTorch's there).
 template <class T> struct SoftmaxRow {
-  typedef T V __attribute__((vector_size(64)));
-  static constexpr int64_t kLanes = 64 / sizeof(T);
+#if defined(__AVX512F__)
+  static constexpr int64_t kBytes = 64;
+#elif defined(__AVX__)
+  static constexpr int64_t kBytes = 32;
+#else
+  static constexpr int64_t kBytes = 16;
+#endif
+  typedef T V __attribute__((vector_size(kBytes)));
+  static constexpr int64_t kLanes = 64 / sizeof(T), kPart = kBytes / sizeof(T), kParts = 64 / kBytes;
+
+  static V load(const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof(V));
+    return v;
+  }
 
   // The row's max; nan: whether it holds a NaN.
   static T max(const T* row, int64_t n, bool& nan) {
-    V m, found = {};
-    for (int64_t l = 0; l < kLanes; ++l) m[l] = -std::numeric_limits<T>::infinity();
+    V m[kParts], found[kParts] = {};
+    for (auto& part : m) part = V{} - std::numeric_limits<T>::infinity();
     int64_t j = 0;
-    for (; j + kLanes <= n; j += kLanes) {
-      V v;
-      std::memcpy(&v, row + j, sizeof(V));
-      found = v != v ? V{} + 1 : found;
-      m = v > m ? v : m;
-    }
+    for (; j + kLanes <= n; j += kLanes)
+      for (int64_t p = 0; p < kParts; ++p) {
+        const V v = load(row + j + p * kPart);
+        found[p] = v != v ? V{} + 1 : found[p];
+        m[p] = v > m[p] ? v : m[p];
+      }
     T out = -std::numeric_limits<T>::infinity();
     nan = false;
-    for (int64_t l = 0; l < kLanes; ++l) nan |= found[l] != 0, out = m[l] > out ? m[l] : out;
+    for (int64_t p = 0; p < kParts; ++p)
+      for (int64_t l = 0; l < kPart; ++l) nan |= found[p][l] != 0, out = m[p][l] > out ? m[p][l] : out;
     for (; j < n; ++j) nan |= row[j] != row[j], out = row[j] > out ? row[j] : out;
     return out;
   }
 
   static T sum(const T* row, int64_t n) {
-    V lanes = {};
+    V lanes[kParts] = {};
     int64_t j = 0;
-    for (; j + kLanes <= n; j += kLanes) {
-      V v;
-      std::memcpy(&v, row + j, sizeof(V));
-      lanes += v;
-    }
+    for (; j + kLanes <= n; j += kLanes)
+      for (int64_t p = 0; p < kParts; ++p) lanes[p] += load(row + j + p * kPart);
     T s = 0;
-    for (int64_t l = 0; l < kLanes; ++l) s += lanes[l];
+    for (int64_t p = 0; p < kParts; ++p)
+      for (int64_t l = 0; l < kPart; ++l) s += lanes[p][l];
     for (; j < n; ++j) s += row[j];
     return s;
   }
