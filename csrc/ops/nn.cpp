@@ -7,6 +7,7 @@
 #include "ops/derivatives.h"
 #include "ops/dispatch.h"
 #include "ops/internal.h"
+#include "tensor/tape.h"
 
 namespace nexus::ops {
 
@@ -85,6 +86,20 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   for (const Tensor* p : {&weight, &bias})
     NX_CHECK(!p->defined() || p->shape() == normalized_shape, "layer_norm: weight/bias of shape ",
              shape_str(p->shape()), " must have shape ", shape_str(normalized_shape));
+  // On the CPU without a gradient to record (inference): one kernel pass per row, not the eight
+  // ops below (each a pass and a parallel region: a transformer's 128x128 layer norm took 70 us
+  // that way against PyTorch's 25 on an AVX2 machine).
+  int64_t n = 1;
+  for (int64_t d : normalized_shape) n *= d;
+  auto same_dtype = [&](const Tensor& t) { return !t.defined() || t.dtype() == x.dtype(); };
+  if (x.device().is_cpu() && x.numel() > 0 && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64) &&
+      same_dtype(weight) && same_dtype(bias) && (!weight.defined() || weight.device().is_cpu()) &&
+      (!bias.defined() || bias.device().is_cpu()) && !autograd::would_record({x, weight, bias})) {
+    Tensor y = Tensor::empty(x.shape(), x.dtype());
+    cpu::kernels().layer_norm_rows(y, contiguous(x), n, weight.defined() ? contiguous(weight) : Tensor(),
+                                   bias.defined() ? contiguous(bias) : Tensor(), eps);
+    return y;
+  }
   Axes axes;
   for (int64_t i = x.ndim() - k; i < x.ndim(); ++i) axes.push_back(i);
   Tensor y = normalize(x, mean(x, axes, true), var(x, axes, true, 0), eps);

@@ -51,6 +51,10 @@ struct Kernels {
   // y = softmax over the rows of a contiguous float32/float64 x (rows, n), into y of its shape:
   // the composed op's formulas (a max shift, 0 where the max is not finite) in one pass per row.
   void (*softmax_rows)(const Tensor& y, const Tensor& x);
+  // y = layer_norm over the rows of n elements of a contiguous float32/float64 x, into y of its
+  // shape: the composed op's formulas in one kernel; w and b (n contiguous values of x's dtype)
+  // optional.
+  void (*layer_norm_rows)(const Tensor& y, const Tensor& x, int64_t n, const Tensor& w, const Tensor& b, double eps);
   // ---- float32 y (m, n) = a (m, k) b (k, n) for a constant b (gemm_kernel.cpp): a and y with
   // contiguous rows, b any strides, its storage marked constant (its packed form is kept there);
   // then y = relu(y + bias) where given (bias: n contiguous values; relu optional)

@@ -101,16 +101,20 @@ template <class T> struct SoftmaxRow {
     return out;
   }
 
-  static T sum(const T* row, int64_t n) {
+  // The sum of f(x) over the row; f takes a vector or a scalar.
+  template <class F> static T sum(const T* row, int64_t n, const F& f) {
     V lanes[kParts] = {};
     int64_t j = 0;
     for (; j + kLanes <= n; j += kLanes)
-      for (int64_t p = 0; p < kParts; ++p) lanes[p] += load(row + j + p * kPart);
+      for (int64_t p = 0; p < kParts; ++p) lanes[p] += f(load(row + j + p * kPart));
     T s = 0;
     for (int64_t p = 0; p < kParts; ++p)
       for (int64_t l = 0; l < kPart; ++l) s += lanes[p][l];
-    for (; j < n; ++j) s += row[j];
+    for (; j < n; ++j) s += f(row[j]);
     return s;
+  }
+  static T sum(const T* row, int64_t n) {
+    return sum(row, n, [](auto v) { return v; });
   }
 };
 
@@ -129,7 +133,32 @@ template <class T> void softmax_rows(const T* x, int64_t rows, int64_t n, T* y) 
   });
 }
 
+// Each row: mu = its mean, v = the mean of (x - mu)^2, y = (x - mu) / sqrt(v + eps), then times
+// w and plus b where given: the composed layer_norm's formulas, its two reductions in lanes.
+template <class T> void layer_norm_rows(const T* x, int64_t rows, int64_t n, const T* w, const T* b, double eps, T* y) {
+  parallel_for(rows, row_grain(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* __restrict row = x + r * n;
+      T* __restrict out = y + r * n;
+      const T mu = SoftmaxRow<T>::sum(row, n) / T(n);
+      const T v = SoftmaxRow<T>::sum(row, n, [mu](auto e) { return (e - mu) * (e - mu); }) / T(n);
+      const T s = std::sqrt(v + T(eps));
+      for (int64_t j = 0; j < n; ++j) out[j] = (row[j] - mu) / s;
+      if (w != nullptr)
+        for (int64_t j = 0; j < n; ++j) out[j] *= w[j];
+      if (b != nullptr)
+        for (int64_t j = 0; j < n; ++j) out[j] += b[j];
+    }
+  });
+}
+
 void add_xent(Kernels& k) {
+  k.layer_norm_rows = [](const Tensor& y, const Tensor& x, int64_t n, const Tensor& w, const Tensor& b, double eps) {
+    dispatch_float(x.dtype(), "layer_norm", [&](auto t) {
+      using T = decltype(t);
+      layer_norm_rows<T>(x.data<T>(), x.numel() / n, n, data_or_null<T>(w), data_or_null<T>(b), eps, y.data<T>());
+    });
+  };
   k.softmax_rows = [](const Tensor& y, const Tensor& x) {
     const int64_t n = x.shape().back(), rows = n == 0 ? 0 : x.numel() / n;
     dispatch_float(x.dtype(), "softmax", [&](auto t) {
