@@ -544,7 +544,9 @@ bool winograd_forward(const Conv2dGeometry& g) {
 void conv2d_forward_winograd(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,
                              Storage* constant_w, const Epilogue<float>& ep) {
   const int64_t kr = block_width(g.k);
-  if (const int64_t rows = g.pad_h == 1 ? rows_per_vector4(g) : 0; rows != 0) {
+  // F(4x4) for constant weights (an inference graph's) only: in training its rounding error went
+  // into a ResNet's batch-normalised weight gradients beyond ten times PyTorch's own float32 error.
+  if (const int64_t rows = constant_w != nullptr && g.pad_h == 1 ? rows_per_vector4(g) : 0; rows != 0) {
     const PreparedWeights<float> prepared(constant_w, w, {'w', 4, g.k, g.c, kr}, kXi4 * g.k * g.c, [&](float* out) {
       transform_filters<kXi4, transform_filter4>(w, g.k, g.c, kr, out);
     });
