@@ -91,10 +91,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   // that way against PyTorch's 25 on an AVX2 machine).
   int64_t n = 1;
   for (int64_t d : normalized_shape) n *= d;
-  auto same_dtype = [&](const Tensor& t) { return !t.defined() || t.dtype() == x.dtype(); };
+  auto like_x = [&](const Tensor& t) { return !t.defined() || (t.dtype() == x.dtype() && t.device().is_cpu()); };
   if (x.device().is_cpu() && x.numel() > 0 && (x.dtype() == DType::Float32 || x.dtype() == DType::Float64) &&
-      same_dtype(weight) && same_dtype(bias) && (!weight.defined() || weight.device().is_cpu()) &&
-      (!bias.defined() || bias.device().is_cpu()) && !autograd::would_record({x, weight, bias})) {
+      like_x(weight) && like_x(bias) && !autograd::would_record({x, weight, bias})) {
     Tensor y = Tensor::empty(x.shape(), x.dtype());
     cpu::kernels().layer_norm_rows(y, contiguous(x), n, weight.defined() ? contiguous(weight) : Tensor(),
                                    bias.defined() ? contiguous(bias) : Tensor(), eps);
