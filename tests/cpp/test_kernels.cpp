@@ -632,13 +632,14 @@ TEST(matmul_matches_the_scalar_product_float64) {
 }
 
 // A constant right-hand side (an inference model's weights) takes the packed kernel: each sum
-// runs over k in order whatever the split, so a row's bits do not depend on the rows beside it,
-// and two views of one constant storage each get their own packing.
+// runs over k in order whatever the split (by panels, or by rows from 48 or 64 rows on 2 threads), so a
+// row's bits do not depend on the rows beside it, and two views of one constant storage each get
+// their own packing.
 TEST(matmul_with_a_constant_operand_matches_the_scalar_product_row_by_row) {
   Threads threads(2);
   std::mt19937 rng(33);
   std::uniform_real_distribution<float> uniform(-1, 1);
-  for (int64_t m : {1, 2, 3, 5, 8, 9, 17})
+  for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 64, 77})
     for (int64_t n : {1, 15, 16, 17, 33, 64, 70, 130})
       for (int64_t k : {1, 7, 300})
         for (bool tb : {false, true}) {
@@ -674,7 +675,7 @@ TEST(matmul_epilogues_give_the_bits_of_the_ops_they_replace) {
     for (float& e : v) e = uniform(rng);
     return tensor<float>(shape, v);
   };
-  for (int64_t m : {1, 3, 9})
+  for (int64_t m : {1, 3, 9, 66})
     for (int64_t n : {1, 17, 40})
       for (int64_t k : {5, 300})
         for (bool constant : {true, false}) {
