@@ -271,6 +271,39 @@ def test_a_conv_output_read_twice_or_added_to_a_later_value_folds_where_it_can()
     assert folded == ["conv1 + add + relu_y"], m.summary()
 
 
+def test_scalar_factors_of_a_products_operands_move_to_its_output():
+    # q * a @ (k^T * b) + mask, as PyTorch exports attention: the scalars move past the MatMul
+    # and join the Add in one kernel. A Mul whose output is also read elsewhere (kv, an output
+    # of the model) and a non-scalar factor stay where they are; every output still matches.
+    rng = np.random.default_rng(4)
+    consts = [helper.make_tensor("a", 1, (1,), [0.5]), helper.make_tensor("b", 1, (), [0.25]),
+              helper.make_tensor("v", 1, (6,), rng.standard_normal(6).astype(np.float32))]
+    nodes = [helper.make_node("Mul", ["q", "a"], ["qa"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("Mul", ["b", "kt"], ["kb"]),
+             helper.make_node("MatMul", ["qa", "kb"], ["s"], name="scores"),
+             helper.make_node("Add", ["s", "mask"], ["y"], name="mask_add"),
+             helper.make_node("Mul", ["q", "a"], ["kv"]),
+             helper.make_node("MatMul", ["kv", "kt"], ["u"], name="shared"),
+             helper.make_node("Mul", ["kt", "v"], ["kw"]),
+             helper.make_node("MatMul", ["q", "kw"], ["w"], name="vector")]
+    inputs = [helper.make_tensor_value_info(n, 1, ["B", 6, 5]) for n in ("q", "k")]
+    inputs.append(helper.make_tensor_value_info("mask", 1, ["B", 1, 6]))
+    outs = [helper.make_tensor_value_info(n, 1, ["B", 6, 6 if n != "kv" else 5]) for n in ("y", "kv", "u", "w")]
+    graph = helper.make_graph(nodes, "g", inputs, outs, consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    feeds = {"q": rng.standard_normal((3, 6, 5)).astype(np.float32),
+             "k": rng.standard_normal((3, 6, 5)).astype(np.float32),
+             "mask": rng.standard_normal((3, 1, 6)).astype(np.float32)}
+    m = nx.onnx.load(model)
+    got, want = m.run(feeds), ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for name, expected in zip(("y", "kv", "u", "w"), want):
+        np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
+    s = m.summary()
+    assert "1 products' scalar factors moved" in s, s
+    assert "2 ops from scores.scale, mask_add" in s, s
+
+
 def test_plans_for_other_input_shapes_share_the_weight_tensors(exported):
     # Each set of input shapes gets its own plan, but the weights (a Gemm's transposed one too)
     # are the same tensors in all of them: packed once, kept once.

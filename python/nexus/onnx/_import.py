@@ -143,6 +143,41 @@ def _fold_batch_norms(nodes: list, consts: dict, consumers: dict, outputs: set) 
     return [n for n in nodes if id(n) not in drop], folded
 
 
+def _fold_matmul_scales(nodes: list, consts: dict, consumers: dict, outputs: set) -> tuple[list, int]:
+    """MatMul(A * a, B * b), a and b float32 scalar constants (attention's query and key scaled
+    before their product, as PyTorch exports it), becomes MatMul(A, B) * (a * b): the two passes
+    over strided views of the query and the key go, and the scale lands on the product, where
+    the fusion pass joins it to the mask's Add after it (as onnxruntime's MatMulScaleFusion does;
+    the result differs by the rounding of one product of scalars)."""
+    producer = {o: n for n in nodes for o in n.outputs}
+    drop, scaled, order = set(), 0, []
+    for mm in nodes:
+        order.append(mm)
+        if mm.op != "MatMul":
+            continue
+        scale, inputs = None, list(mm.inputs)
+        for j, name in enumerate(inputs):
+            mul = producer.get(name)
+            if mul is None or mul.op != "Mul" or consumers.get(name, 0) != 1 or name in outputs:
+                continue
+            c = [i for i in mul.inputs if i in consts and consts[i].size == 1 and consts[i].ndim <= 1
+                 and consts[i].dtype == np.float32]
+            if len(c) != 1 or c[0] == mul.inputs[0] == mul.inputs[1]:
+                continue
+            v = consts[c[0]].reshape(())
+            scale = v if scale is None else scale * v
+            inputs[j] = mul.inputs[1] if mul.inputs[0] == c[0] else mul.inputs[0]
+            drop.add(id(mul))
+        if scale is None:
+            continue
+        out, cname = mm.outputs[0], f"{mm.name}.scale"
+        consts[cname] = np.asarray(scale, np.float32).reshape(1)
+        mm.inputs, mm.outputs = inputs, [f"{out}.unscaled"]
+        order.append(Node("Mul", f"{mm.name}.scale", {}, mm.opset, [mm.outputs[0], cname], [out]))
+        scaled += 1
+    return [n for n in order if id(n) not in drop], scaled
+
+
 class _Plan:
     """The traced graph for one set of input shapes, and how to feed it."""
 
@@ -213,6 +248,7 @@ class InferenceModel:
                 consumers[i] = consumers.get(i, 0) + 1
         out_names = {o.name for o in self.outputs}
         kept, self._bn_folded = _fold_batch_norms(kept, consts, consumers, out_names)
+        kept, self._scales_moved = _fold_matmul_scales(kept, consts, consumers, out_names)
         self._nodes = _live(kept, out_names)
         _check_supported(self._nodes, consts)
         self._consts = consts
@@ -444,7 +480,8 @@ class InferenceModel:
                  "inputs:  " + ", ".join(f"{i.name} {i.shape} {i.dtype}" for i in self.inputs),
                  "outputs: " + ", ".join(f"{o.name} {o.shape} {o.dtype}" for o in self.outputs),
                  f"import: {self._folded} constant nodes folded, {self._bn_folded} batch norms folded into "
-                 f"the convolution or GEMM before them, {len(self._nodes)} nodes left"]
+                 f"the convolution or GEMM before them, {self._scales_moved} products' scalar factors moved "
+                 f"to their output, {len(self._nodes)} nodes left"]
         sources = {i.name for i in self.inputs}  # the trace's inputs: the model's, then constants
         for key, plan in list(self._plans.items()):
             shapes = ", ".join(f"{io.name} {s}" for io, s in zip(self.inputs, key))
