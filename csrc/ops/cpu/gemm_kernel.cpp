@@ -7,9 +7,9 @@
 // batch 1 costs more than the product, and its kernels are the ones the environment selects.
 //
 // Every sum runs over k in order with one accumulator: the result is the same on every call,
-// split and thread count. Threads take contiguous runs of rows (where b fits a core's L2) or of
-// panels (where it does not: across calls each core then keeps reading the same part of b from its
-// own cache); see product().
+// split and thread count. Threads take contiguous runs of rows (where there are enough) or of
+// panels (across calls each core then keeps reading the same part of b from its own cache); see
+// product().
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -133,15 +133,14 @@ template <int64_t RM> void row_tail(int64_t rows, const float* a, int64_t lda, c
 // more than half of them saves).
 constexpr int64_t kSplitMacs = int64_t(1) << 17;
 
-// Threads split the rows of a and y where the panels fit a core's L2 cache (each thread then reads
-// all of them), else the panels (each thread reads all of a). By rows, a thread reads only the
-// rows of a it wrote in the op before (a transformer's chain of products, bias, GELU and layer
-// norm works row by row) and writes the rows the next op reads: the BERT-style encoder of
-// benchmarks/inference.py at batch 1 on 2 threads took 2.47 ms, 2.78 split by panels (AMD EPYC,
-// AVX2, a VM whose cores exchange a cache line in 430 ns). The MLP's 784x256 weights (800 KiB)
-// stay split by panels: by rows each thread would stream them all from L3 for every block.
-constexpr int64_t kRowSplitBytes = int64_t(256) << 10;
-
+// Threads split the rows of a and y where each gets four row blocks or more, else the panels. By
+// rows, a thread reads only the rows of a it wrote in the op before (a transformer's chain of
+// products, bias, GELU and layer norm works row by row) and writes the rows the next op reads;
+// each thread then reads all the panels for half the row blocks, as many bytes of b as half the
+// panels for all of them. AMD EPYC (AVX2), 2 threads, a VM whose cores exchange a cache line in
+// 430 ns: the BERT-style encoder of benchmarks/inference.py at batch 1 took 2.47 ms, 2.78 split
+// by panels; the MLP's 64x784x256 product 290 us, 306 by panels (its 800 KiB of panels read from
+// L3 by rows, half of them from L2 by panels).
 void product(const float* a, int64_t m, int64_t k, int64_t lda, const float* panels, int64_t n, float* y,
              const Epilogue& ep) {
   const int64_t count = (n + NR - 1) / NR;
@@ -153,7 +152,7 @@ void product(const float* a, int64_t m, int64_t k, int64_t lda, const float* pan
       else row_tail<MR - 1>(rows, a + r0 * lda, lda, panels, p0, p1, k, n, y + r0 * n, ep);
     }
   };
-  if (threads > 1 && m >= 4 * MR * threads && k * count * NR * int64_t(sizeof(float)) <= kRowSplitBytes)
+  if (threads > 1 && m >= 4 * MR * threads)
     parallel_for(m, (m + threads - 1) / threads, [&](int64_t r0, int64_t r1) { run(r0, r1, 0, count); });
   else parallel_for(count, (count + threads - 1) / threads, [&](int64_t p0, int64_t p1) { run(0, m, p0, p1); });
 }
