@@ -286,21 +286,25 @@ def test_scalar_factors_of_a_products_operands_move_to_its_output():
              helper.make_node("Mul", ["q", "a"], ["kv"]),
              helper.make_node("MatMul", ["kv", "kt"], ["u"], name="shared"),
              helper.make_node("Mul", ["kt", "v"], ["kw"]),
-             helper.make_node("MatMul", ["q", "kw"], ["w"], name="vector")]
+             helper.make_node("MatMul", ["q", "kw"], ["w"], name="vector"),
+             helper.make_node("Mul", ["p", "a"], ["pa"]),
+             helper.make_node("MatMul", ["pa", "p"], ["dot"], name="dot")]
     inputs = [helper.make_tensor_value_info(n, 1, ["B", 6, 5]) for n in ("q", "k")]
-    inputs.append(helper.make_tensor_value_info("mask", 1, ["B", 1, 6]))
+    inputs += [helper.make_tensor_value_info("mask", 1, ["B", 1, 6]), helper.make_tensor_value_info("p", 1, [5])]
     outs = [helper.make_tensor_value_info(n, 1, ["B", 6, 6 if n != "kv" else 5]) for n in ("y", "kv", "u", "w")]
+    outs.append(helper.make_tensor_value_info("dot", 1, []))  # vector . vector: a 0-d product
     graph = helper.make_graph(nodes, "g", inputs, outs, consts)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     feeds = {"q": rng.standard_normal((3, 6, 5)).astype(np.float32),
              "k": rng.standard_normal((3, 6, 5)).astype(np.float32),
-             "mask": rng.standard_normal((3, 1, 6)).astype(np.float32)}
+             "mask": rng.standard_normal((3, 1, 6)).astype(np.float32), "p": rng.standard_normal(5).astype(np.float32)}
     m = nx.onnx.load(model)
     got, want = m.run(feeds), ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
-    for name, expected in zip(("y", "kv", "u", "w"), want):
+    for name, expected in zip(("y", "kv", "u", "w", "dot"), want):
+        assert got[name].shape == expected.shape, name
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-5)
     s = m.summary()
-    assert "1 products' scalar factors moved" in s, s
+    assert "2 products' scalar factors moved" in s, s
     assert "2 ops from scores.scale, mask_add" in s, s
 
 

@@ -171,7 +171,7 @@ def _fold_matmul_scales(nodes: list, consts: dict, consumers: dict, outputs: set
         if scale is None:
             continue
         out, cname = mm.outputs[0], f"{mm.name}.scale"
-        consts[cname] = np.asarray(scale, np.float32).reshape(1)
+        consts[cname] = np.asarray(scale, np.float32)  # 0-d: the product's shape stays, () included
         mm.inputs, mm.outputs = inputs, [f"{out}.unscaled"]
         order.append(Node("Mul", f"{mm.name}.scale", {}, mm.opset, [mm.outputs[0], cname], [out]))
         scaled += 1
