@@ -181,6 +181,9 @@ def round_trip_note() -> str:
     ns = _C.cpu_round_trip_ns()
     if ns == 0:
         return "CPU round trip between two threads: not measured (one CPU)"
+    if ns >= 5e7:  # the probe gives up after 50 ms and reports the time it waited
+        return ("CPU round trip between two threads: not measured (the probe's partner thread got no CPU "
+                "within its 50 ms: other threads, such as a peer's spinning workers, held them)")
     return (f"CPU round trip between two threads: {ns:.0f} ns (cache-line ping-pong; severalfold "
             "higher while a VM's vCPUs sit on distant cores, which slows small parallel regions)")
 
