@@ -162,7 +162,7 @@ def _fold_matmul_scales(nodes: list, consts: dict, consumers: dict, outputs: set
                 continue
             c = [i for i in mul.inputs if i in consts and consts[i].size == 1 and consts[i].ndim <= 1
                  and consts[i].dtype == np.float32]
-            if len(c) != 1 or c[0] == mul.inputs[0] == mul.inputs[1]:
+            if len(c) != 1:  # (a Mul of two scalar constants was folded on load)
                 continue
             v = consts[c[0]].reshape(())
             scale = v if scale is None else scale * v
@@ -173,7 +173,7 @@ def _fold_matmul_scales(nodes: list, consts: dict, consumers: dict, outputs: set
         out, cname = mm.outputs[0], f"{mm.name}.scale"
         consts[cname] = np.asarray(scale, np.float32)  # 0-d: the product's shape stays, () included
         mm.inputs, mm.outputs = inputs, [f"{out}.unscaled"]
-        order.append(Node("Mul", f"{mm.name}.scale", {}, mm.opset, [mm.outputs[0], cname], [out]))
+        order.append(Node("Mul", cname, {}, mm.opset, [mm.outputs[0], cname], [out]))
         scaled += 1
     return [n for n in order if id(n) not in drop], scaled
 
