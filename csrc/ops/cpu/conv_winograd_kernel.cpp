@@ -6,15 +6,16 @@
 // 16 products per tile and channel pair where the direct kernel makes 36 (4 pixels x 9 taps).
 // The transforms only add and halve; their rounding differs from the direct sum's by a few ulps.
 //
-// Layout: a vector's lanes are L output tiles of one image, in row-major tile order (one tile
-// row, or 2 or 4 whole tile rows when a row has fewer than L tiles). For each group of L tiles:
+// Layout: a vector's lanes are L output tiles of one image (one tile row, or 2 or 4 whole tile
+// rows when a row has fewer than L tiles), in the lane order in-lane shuffles give (Tiles, below).
+// For each group of L tiles:
 //   1. the input transform, channel by channel: the patches' rows are strided loads (tile t
-//      starts at column 2t), made of contiguous loads and even/odd lane shuffles;
+//      starts at column 2t), made of contiguous loads and shuffles within 128-bit lanes;
 //   2. for each block of KR output channels and each of the 16 transformed positions, the sum
 //      over input channels: KR accumulators of L tiles, each input vector times KR broadcast
 //      transformed weights (the direct kernel's shape, with channels for taps);
-//   3. the output transform, bias and epilogue, and the 2x2 tiles interleaved back into rows:
-//      whole-vector stores into the NCHW output.
+//   3. the output transform, bias and epilogue, and the 2x2 tiles interleaved back into rows (the
+//      inverse shuffles): whole-vector stores into the NCHW output.
 // The filters' transform is made once for a constant weight, as the direct kernel's packing.
 //
 // F(4x4, 3x3) (below) has the same shape with 6x6 patches and 4x4 tiles: 36 products for 16 pixels
@@ -44,39 +45,80 @@ constexpr int kXi = 16;  // transformed positions per tile (4x4)
 // Output channels summed at once: accumulators held in registers beside the input vector.
 constexpr int64_t kMaxKR = kAccRegs[2] >= 24 ? 16 : 8;
 
-template <int... I> V shuffle_even(V a, V b, std::integer_sequence<int, I...>) {
-  return __builtin_shuffle(a, b, IV{(2 * I)...});
-}
-template <int... I> V shuffle_odd(V a, V b, std::integer_sequence<int, I...>) {
-  return __builtin_shuffle(a, b, IV{(2 * I + 1)...});
-}
-template <int... I> V shuffle_zip(V a, V b, int half, std::integer_sequence<int, I...>) {
-  return half == 0 ? __builtin_shuffle(a, b, IV{((I % 2) * int(L) + I / 2)...})
-                   : __builtin_shuffle(a, b, IV{((I % 2) * int(L) + int(L) / 2 + I / 2)...});
-}
 template <int... I> V concat(H a, H b, std::integer_sequence<int, I...>) { return __builtin_shufflevector(a, b, I...); }
 template <int... I> H half_of(V a, int half, std::integer_sequence<int, I...>) {
   return half == 0 ? __builtin_shufflevector(a, a, I...) : __builtin_shufflevector(a, a, (I + int(L) / 2)...);
 }
-// Within segments of S lanes: lane l takes lane l - 1 (in) or l + 1 (out) of a, and the first
-// (in) or last (out) lane of each segment takes lane 0 of b.
-template <int S, int... I> V shuffle_in(V a, V b, std::integer_sequence<int, I...>) {
-  return __builtin_shuffle(a, b, IV{(I % S == 0 ? int(L) : I - 1)...});
-}
-template <int S, int... I> V shuffle_out(V a, V b, std::integer_sequence<int, I...>) {
-  return __builtin_shuffle(a, b, IV{(I % S == S - 1 ? int(L) : I + 1)...});
-}
 constexpr auto kLanes = std::make_integer_sequence<int, int(L)>();
 constexpr auto kHalfLanes = std::make_integer_sequence<int, int(L) / 2>();
 
-// Lanes 0, 2, 4, ... (even) or 1, 3, 5, ... (odd) of the 2L floats a, b.
-V even(V a, V b) { return shuffle_even(a, b, kLanes); }
-V odd(V a, V b) { return shuffle_odd(a, b, kLanes); }
-// a's lanes moved up (in) or down (out) by one within segments of S lanes, b's lane 0 entering.
-template <int S> V move_in(V a, V b) { return shuffle_in<S>(a, b, kLanes); }
-template <int S> V move_out(V a, V b) { return shuffle_out<S>(a, b, kLanes); }
-// a and b interleaved: a0 b0 a1 b1 ... (half 0: the first L of those 2L floats; half 1: the rest).
-V zip(V a, V b, int half) { return shuffle_zip(a, b, half, kLanes); }
+// ---- tiles in lanes ----------------------------------------------------------------------------
+// A group's tiles sit in the lanes of the transformed vectors in the order that in-lane shuffles
+// leave them, not left to right: splitting a run of tiles' columns into one vector per column
+// phase, and interleaving the output's phases back into pixels, then stay within 128-bit lanes
+// (unpack and shufps: one cheap instruction each) instead of crossing them (a permute and a blend
+// per vector; they were half the input transform's time on AVX2). The transforms and the
+// products treat lanes alike, so the order costs nothing in between; only the step from a tile to
+// its left or right neighbour (a patch's outer columns) follows it.
+//
+// Tiles<W> for tiles W columns wide (2: F(2x2), 4: F(4x4)): the W vectors of a run of W*L floats
+// (L tiles, tile t in floats [W*t, W*t + W)) hold, in 128-bit lane j, tiles lane_tile(4j + e) for
+// e = 0..3 after split().
+constexpr int kQuads = int(L) / 4;  // 128-bit lanes per vector
+template <int W> struct Tiles {
+  // The tile in lane p, and the lane of tile t.
+  static constexpr int lane_tile(int p) {
+    if constexpr (W == 4) return p % 4 * kQuads + p / 4;  // a 4x4 transpose in each 128-bit lane
+    const int j = p / 4, e = p % 4;                       // shufps of (a, b): a's pairs, then b's
+    return e < 2 ? 2 * j + e : int(L) / 2 + 2 * j + e - 2;
+  }
+  static constexpr int tile_lane(int t) {
+    for (int p = 0; p < int(L); ++p)
+      if (lane_tile(p) == t) return p;
+    return -1;
+  }
+  // Lane p of move<S, D>(a, b): the lane of a holding tile lane_tile(p) + D (D = +-1), or b's lane
+  // 0 where that tile would be outside p's segment of S tiles (a tile row's run).
+  template <int S, int D> static constexpr int move_index(int p) {
+    const int t = lane_tile(p), u = t + D;
+    return (D < 0 ? t % S == 0 : t % S == S - 1) ? int(L) : tile_lane(u);
+  }
+  template <int S, int D, int... I> static V move(V a, V b, std::integer_sequence<int, I...>) {
+    return __builtin_shuffle(a, b, IV{move_index<S, D>(I)...});
+  }
+  // Each tile's left (D = -1) or right (D = +1) neighbour's lane, b's lane 0 entering at the ends
+  // of segments of S tiles.
+  template <int S> static V left(V a, V b) { return move<S, -1>(a, b, kLanes); }
+  template <int S> static V right(V a, V b) { return move<S, 1>(a, b, kLanes); }
+};
+
+// In-lane shuffles of two vectors (lane p = 4j + e): unpacklo/hi, and the low or high pairs of both.
+template <int... I> V unpack(V a, V b, int hi, std::integer_sequence<int, I...>) {
+  return hi == 0 ? __builtin_shuffle(a, b, IV{(I / 4 * 4 + I % 4 / 2 + (I % 2) * int(L))...})
+                 : __builtin_shuffle(a, b, IV{(I / 4 * 4 + 2 + I % 4 / 2 + (I % 2) * int(L))...});
+}
+template <int... I> V pairs(V a, V b, int hi, std::integer_sequence<int, I...>) {
+  return hi == 0 ? __builtin_shuffle(a, b, IV{(I / 4 * 4 + I % 2 + (I % 4 / 2) * int(L))...})
+                 : __builtin_shuffle(a, b, IV{(I / 4 * 4 + I % 2 + 2 + (I % 4 / 2) * int(L))...});
+}
+// Lanes 4j + 2e' (phase 0) or 4j + 2e' + 1 (phase 1) of a, then of b, in each 128-bit lane (shufps).
+template <int... I> V phase2(V a, V b, int phase, std::integer_sequence<int, I...>) {
+  return phase == 0 ? __builtin_shuffle(a, b, IV{(I / 4 * 4 + 2 * (I % 2) + (I % 4 / 2) * int(L))...})
+                    : __builtin_shuffle(a, b, IV{(I / 4 * 4 + 2 * (I % 2) + 1 + (I % 4 / 2) * int(L))...});
+}
+
+// The 2L floats a, b (L tiles of 2 columns) as their tiles' column 0 and column 1, in
+// Tiles<2>'s lane order; merge2 is its inverse, lo and hi the floats of a and b.
+inline void split2(V a, V b, V& c0, V& c1) { c0 = phase2(a, b, 0, kLanes), c1 = phase2(a, b, 1, kLanes); }
+inline void merge2(V c0, V c1, V& lo, V& hi) { lo = unpack(c0, c1, 0, kLanes), hi = unpack(c0, c1, 1, kLanes); }
+// x[0..3] (4L floats, L tiles of 4 columns) to their tiles' columns 0..3 in Tiles<4>'s lane order,
+// a 4x4 transpose in each 128-bit lane; the same transpose turns columns back into pixels.
+inline void transpose4(V* x) {
+  const V t0 = unpack(x[0], x[1], 0, kLanes), t1 = unpack(x[2], x[3], 0, kLanes), t2 = unpack(x[0], x[1], 1, kLanes),
+          t3 = unpack(x[2], x[3], 1, kLanes);
+  x[0] = pairs(t0, t1, 0, kLanes), x[1] = pairs(t0, t1, 1, kLanes), x[2] = pairs(t2, t3, 0, kLanes),
+  x[3] = pairs(t2, t3, 1, kLanes);
+}
 
 // 2L floats in ROWS segments of 2L/ROWS, segment r at p + r * stride, as two vectors.
 template <int ROWS> void load_seq(const float* p, int64_t stride, V& a, V& b) {
@@ -224,10 +266,10 @@ template <int ROWS, int64_t KR> struct Winograd {
 
   // v[xi][c] = B^T d B for the patches of the group's tiles in every channel of x (one image).
   // With padding 1 the padding is never copied: patch column j of tile t reads input column
-  // 2t + j - 1, so of the input's even (E) and odd (O) columns, d1 = E and d2 = O, and d0 and
-  // d3 are O and E moved by one tile, the padding's zero (or a neighbouring group's column)
-  // entering at the ends. A row above or below the image reads `zeros`. Without padding the
-  // patch rows are loaded at columns 0 and 2 and split into even and odd.
+  // 2t + j - 1, so of the input's even (E) and odd (O) columns (split2), d1 = E and d2 = O, and
+  // d0 and d3 are O and E moved by one tile, the padding's zero (or a neighbouring group's
+  // column) entering at the ends. A row above or below the image reads `zeros`. Without padding
+  // the patch rows are loaded at columns 0 and 2 and split into even and odd.
   void input(const float* x, int64_t grp, V* v, const float* zeros) const {
     constexpr int S = int(L) / ROWS;  // tiles per tile row in a vector
     const int64_t w = g.w, h = g.h, c_n = g.c, ty = ty0(grp), tx = tx0(grp), pad = g.pad_h;
@@ -248,12 +290,12 @@ template <int ROWS, int64_t KR> struct Winograd {
           edge_rows(plane, ty, tx, i, 2, stage[1]);
           load_seq<1>(stage[0], 0, a, b);
           load_seq<1>(stage[1], 0, a2, b2);
-          d0 = even(a, b), d1 = odd(a, b), d2 = even(a2, b2), d3 = odd(a2, b2);
+          split2(a, b, d0, d1), split2(a2, b2, d2, d3);
         } else if (pad == 0) {
           V a, b, a2, b2;
           load_seq<ROWS>(row[0], 2 * w, a, b);
           load_seq<ROWS>(row[0] + 2, 2 * w, a2, b2);
-          d0 = even(a, b), d1 = odd(a, b), d2 = even(a2, b2), d3 = odd(a2, b2);
+          split2(a, b, d0, d1), split2(a2, b2, d2, d3);
         } else {
           V x0, x1, before{}, after{};
           if constexpr (ROWS == 1) {
@@ -266,8 +308,9 @@ template <int ROWS, int64_t KR> struct Winograd {
             x0 = concat(load_vector<H>(row[0]), load_vector<H>(row[1]), kLanes);
             x1 = concat(load_vector<H>(row[2]), load_vector<H>(row[3]), kLanes);
           }
-          const V e = even(x0, x1), o = odd(x0, x1);
-          d0 = move_in<S>(o, before), d1 = e, d2 = o, d3 = move_out<S>(e, after);
+          V e, o;
+          split2(x0, x1, e, o);
+          d0 = Tiles<2>::left<S>(o, before), d1 = e, d2 = o, d3 = Tiles<2>::right<S>(e, after);
         }
         t[i][0] = d0 - d2, t[i][1] = d1 + d2, t[i][2] = d2 - d1, t[i][3] = d1 - d3;
       }
@@ -300,7 +343,8 @@ template <int ROWS, int64_t KR> struct Winograd {
         out[a][1] = s[a][1] - s[a][2] - s[a][3] + b;
       }
       for (int a = 0; a < 2; ++a) {
-        V lo = zip(out[a][0], out[a][1], 0), hi = zip(out[a][0], out[a][1], 1);
+        V lo, hi;
+        merge2(out[a][0], out[a][1], lo, hi);
         // tile row q's output row 2 * (ty + q) + a starts at off + 2 * q * ow_n; an edge group
         // stores the segments whose row is inside the output, `cols` pixels each, staged
         const int64_t off = k * plane + at + a * ow_n;
@@ -408,7 +452,7 @@ template <int ROWS, int64_t KR> struct Winograd4 {
 
   // v[xi][c] = B^T d B for the patches of the group's tiles in every channel of x (one image).
   // Patch column j of tile t reads input column 4t + j - 1: of the input's columns by their
-  // remainder mod 4 (P0 .. P3, two rounds of even/odd shuffles), d1 .. d4 are P0 .. P3, and d0
+  // remainder mod 4 (P0 .. P3, transpose4), d1 .. d4 are P0 .. P3, and d0
   // and d5 are P3 and P0 moved by one tile, the padding's zero (or a neighbouring group's column)
   // entering at the ends. A row above or below the image reads `zeros`.
   void input(const float* x, int64_t grp, V* v, const float* zeros) const {
@@ -429,9 +473,9 @@ template <int ROWS, int64_t KR> struct Winograd4 {
           if (tx > 0) before[0] = row[0][-1];
           if (4 * (tx + L) < w) after[0] = row[0][4 * L];
         }
-        const V e01 = even(xs[0], xs[1]), o01 = odd(xs[0], xs[1]), e23 = even(xs[2], xs[3]), o23 = odd(xs[2], xs[3]);
-        const V p0 = even(e01, e23), p1 = even(o01, o23), p2 = odd(e01, e23), p3 = odd(o01, o23);
-        input_transform6(move_in<S>(p3, before), p0, p1, p2, p3, move_out<S>(p0, after), t[i]);
+        transpose4(xs);  // the tiles' columns 0..3
+        input_transform6(Tiles<4>::left<S>(xs[3], before), xs[0], xs[1], xs[2], xs[3], Tiles<4>::right<S>(xs[0], after),
+                         t[i]);
       }
       for (int j = 0; j < 6; ++j) {
         V r[6];
@@ -457,8 +501,8 @@ template <int ROWS, int64_t KR> struct Winograd4 {
       for (int j = 0; j < 4; ++j) {  // output row j of each tile: A^T along its columns
         V o[4];
         output_transform6(s[0][j], s[1][j], s[2][j], s[3][j], s[4][j], s[5][j], o);
-        const V ac0 = zip(o[0], o[2], 0), ac1 = zip(o[0], o[2], 1), bd0 = zip(o[1], o[3], 0), bd1 = zip(o[1], o[3], 1);
-        V px[4] = {zip(ac0, bd0, 0) + b, zip(ac0, bd0, 1) + b, zip(ac1, bd1, 0) + b, zip(ac1, bd1, 1) + b};
+        transpose4(o);  // the tiles' columns back into pixels
+        V px[4] = {o[0] + b, o[1] + b, o[2] + b, o[3] + b};
         // tile row q's output row 4 * (ty + q) + j starts at off + 4 * q * ow_n
         const int64_t off = k * plane + at + j * ow_n;
         float* rows[ROWS];
