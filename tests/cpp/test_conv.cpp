@@ -100,6 +100,9 @@ TEST(conv2d_matches_the_scalar_sum_over_channel_blocks_pixel_tails_strides_and_p
            {2, 1, 9, 11, 6, 2, 3, 1, 2, 0, 1},     // a non-square kernel
            {2, 6, 7, 27, 24, 2, 4, 2, 1, 1, 2},    // ... rows of 28: cut into nearly equal blocks
            {2, 20, 5, 6, 40, 1, 1, 2, 2, 0, 0},    // pointwise, strided
+           {2, 16, 33, 31, 37, 1, 1, 2, 2, 0, 0},  // ... several runs of pixels, the last partial,
+           {1, 24, 13, 11, 20, 1, 1, 1, 1, 0, 0},  // ... a pixel tail at stride 1, and
+           {2, 7, 9, 10, 13, 1, 1, 3, 2, 0, 0},    // ... unequal strides
            {1, 80, 6, 6, 24, 1, 1, 1, 1, 0, 0},    // pointwise over many channels (the GEMM path)
            {3, 64, 5, 7, 33, 1, 1, 1, 1, 0, 0},    // ... image by image, straight from x into y
            {1, 460, 3, 4, 8, 3, 3, 1, 1, 1, 1},    // 4140 taps (the GEMM path)
@@ -146,6 +149,7 @@ TEST(conv2d_epilogues_give_the_bits_of_the_ops_they_replace) {
            {2, 3, 10, 10, 6, 5, 5, 1, 1, 2, 2},    // plane kernels (few output channels)
            {1, 8, 6, 6, 16, 3, 3, 1, 1, 1, 1, 2},  // two groups
            {2, 80, 4, 5, 24, 1, 1, 1, 1, 0, 0},    // pointwise (GEMM)
+           {2, 16, 17, 19, 20, 1, 1, 2, 2, 0, 0},  // pointwise, few channels: pixel and channel tails
            {1, 460, 3, 4, 8, 3, 3, 1, 1, 1, 1},    // im2col + GEMM
            {2, 8, 32, 32, 16, 3, 3, 1, 1, 1, 1},   // Winograd: a tile row per vector, or
            {1, 16, 16, 16, 8, 3, 3, 1, 1, 1, 1},   // ... two or four of them (AVX-512), and

@@ -419,6 +419,125 @@ template <class T, int64_t KV> void conv2d_forward_direct(const Conv2dGeometry& 
   });
 }
 
+// ---- pointwise convolutions of few input channels --------------------------------------------
+//
+// A 1x1 convolution without padding, y[k][p] = bias[k] + the sum over c of w[k][c] * x[c][p's
+// pixel], has as many taps as input channels: 16 in a ResNet's strided projection (16 -> 32
+// channels at stride 2). With so few taps the direct kernel's blocks spent about as long storing
+// their pixel-major sums (a transpose) as making them. Here the sums run along pixels: a block of
+// KR output channels times PV vectors of consecutive output pixels, each channel one vector load
+// per pixel vector and KR broadcast weights, stored as whole vectors into the NCHW output. A unit
+// of work gathers its run of sampled input pixels into a contiguous buffer once (zero-extended to
+// whole vectors) and runs every channel block over it. Each sum starts from the bias and adds the
+// channels in order with one fused multiply-add each, as the direct kernel's: the same bits.
+
+// Pixels a unit gathers (a multiple of every variant's pixel blocks).
+constexpr int64_t kPointwisePixels = 128;
+
+template <class T> struct Pointwise {
+  typedef T V __attribute__((vector_size(kVecBytes)));
+  static constexpr int64_t kLanes = kVecBytes / sizeof(T), PV = 2, KR = kAccRegs[1] / PV;
+
+  const Conv2dGeometry& g;
+  const T* w;     // [k][c]
+  const T* bias;  // [k], or null
+  int64_t pixels;
+  Epilogue<T> ep;
+
+  // xs[c][i] = x[c][pixel p0 + i] for i < n, 0 up to `width` (one image's x).
+  void gather(const T* x, int64_t p0, int64_t n, int64_t width, T* xs) const {
+    const int64_t ow_n = g.out_w(), plane = g.h * g.w;
+    for (int64_t c = 0; c < g.c; ++c) {
+      T* dst = xs + c * width;
+      for (int64_t i = 0, oh = p0 / ow_n, ow = p0 % ow_n; i < n;) {  // row by row
+        const T* src = x + c * plane + oh * g.stride_h * g.w;
+        const int64_t m = std::min(n - i, ow_n - ow);
+        if (g.stride_w == 1)
+          copy_bytes(reinterpret_cast<char*>(dst + i), reinterpret_cast<const char*>(src + ow), m * int64_t(sizeof(T)));
+        else
+          for (int64_t j = 0; j < m; ++j) dst[i + j] = src[(ow + j) * g.stride_w];
+        i += m, ow = 0, ++oh;
+      }
+      std::fill(dst + n, dst + width, T(0));
+    }
+  }
+
+  // y[k0 + kr][p0 + v*lanes ...] for kr < KRN, v < PVN (n of those pixels stored: all of them
+  // but in a run's last vector) from xs's columns [i0, ...) (rows `width` apart).
+  template <int64_t KRN, int64_t PVN>
+  void block(const T* xs, int64_t width, int64_t i0, int64_t k0, int64_t p0, int64_t n, T* y, const T* res) const {
+    V acc[KRN][PVN];
+    for (int64_t kr = 0; kr < KRN; ++kr) {
+      const T b = bias != nullptr ? bias[k0 + kr] : T(0);
+      for (int64_t v = 0; v < PVN; ++v) acc[kr][v] = V{} + b;
+    }
+    const T* wk = w + k0 * g.c;
+    for (int64_t c = 0; c < g.c; ++c) {
+      V xv[PVN];
+      for (int64_t v = 0; v < PVN; ++v) xv[v] = load_vector<V>(xs + c * width + i0 + v * kLanes);
+#pragma GCC unroll 8
+      for (int64_t kr = 0; kr < KRN; ++kr) {
+        const T wv = wk[kr * g.c + c];
+        for (int64_t v = 0; v < PVN; ++v) acc[kr][v] += wv * xv[v];
+      }
+    }
+    for (int64_t kr = 0; kr < KRN; ++kr)
+      for (int64_t v = 0; v < PVN; ++v) {
+        const int64_t at = (k0 + kr) * pixels + p0 + v * kLanes, m = std::min(kLanes, n - v * kLanes);
+        V out = acc[kr][v];
+        if (m == kLanes) {
+          if (ep.residual != nullptr) out = out + load_vector<V>(res + at);
+          if (ep.relu) out = out > 0 ? out : (out != out ? out : V{});  // as kern::relu: NaN stays
+          std::memcpy(y + at, &out, sizeof(V));
+        } else {
+          T part[kLanes];
+          std::memcpy(part, &out, sizeof(V));
+          for (int64_t i = 0; i < m; ++i) y[at + i] = ep(part[i], res != nullptr ? res[at + i] : T(0));
+        }
+      }
+  }
+
+  // Output channels [k0, k0 + KRN) over a unit's n pixels gathered in xs: pairs of vectors,
+  // then one.
+  template <int64_t KRN>
+  void channels(const T* xs, int64_t width, int64_t k0, int64_t p0, int64_t n, T* y, const T* res) const {
+    int64_t i = 0;
+    for (; i + PV * kLanes <= n; i += PV * kLanes) block<KRN, PV>(xs, width, i, k0, p0 + i, PV * kLanes, y, res);
+    for (; i < n; i += kLanes) block<KRN, 1>(xs, width, i, k0, p0 + i, std::min(kLanes, n - i), y, res);
+  }
+  // KRN = the rest of k below KR, as a template argument.
+  template <int64_t KRN>
+  void rest(int64_t left, const T* xs, int64_t width, int64_t k0, int64_t p0, int64_t n, T* y, const T* res) const {
+    if constexpr (KRN > 0) {
+      if (left == KRN) return channels<KRN>(xs, width, k0, p0, n, y, res);
+      rest<KRN - 1>(left, xs, width, k0, p0, n, y, res);
+    }
+  }
+
+  void run(const T* x, T* y) const {
+    const int64_t in_img = g.c * g.h * g.w, out_img = g.k * pixels;
+    const int64_t per_image = ceil_div(pixels, kPointwisePixels);
+    const int64_t grain = std::max<int64_t>(1, kTaskMadds / std::max<int64_t>(1, kPointwisePixels * g.c * g.k));
+    parallel_for(g.n * per_image, grain, [&](int64_t u0, int64_t u1) {
+      alloc::Scratch<T> xs(static_cast<size_t>(g.c * kPointwisePixels));
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t b = u / per_image, p0 = u % per_image * kPointwisePixels;
+        const int64_t n = std::min(kPointwisePixels, pixels - p0);
+        gather(x + b * in_img, p0, n, kPointwisePixels, xs.data());
+        T* yb = y + b * out_img;
+        const T* res = ep.residual != nullptr ? ep.residual + b * out_img : nullptr;
+        int64_t k0 = 0;
+        for (; k0 + KR <= g.k; k0 += KR) channels<KR>(xs.data(), kPointwisePixels, k0, p0, n, yb, res);
+        rest<KR - 1>(g.k - k0, xs.data(), kPointwisePixels, k0, p0, n, yb, res);
+      }
+    });
+  }
+};
+
+bool pointwise_forward(const Conv2dGeometry& g) {
+  return g.groups == 1 && g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
 // Runs fn(b) for each image of [b0, b1) over the pool.
 template <class Fn> void for_images(int64_t b0, int64_t b1, const Fn& fn) {
   parallel_for(b1 - b0, 1, [&](int64_t begin, int64_t end) {
@@ -510,6 +629,7 @@ template <class T> void conv2d_forward(const Conv2dGeometry& g, const T* x, cons
     if (winograd_forward(g)) return conv2d_forward_winograd(g, x, w, bias, y, constant_w, ep);
   }
   if (g.groups == 1 && !plane_kernels(g) && direct_forward(g, s)) {
+    if (pointwise_forward(g)) return Pointwise<T>{g, w, bias, s.pixels, ep}.run(x, y);
     return with_channel_vectors<T>(
         g.k, [&](auto kv) { conv2d_forward_direct<T, decltype(kv)::value>(g, s, x, w, bias, y, constant_w, ep); });
   }
