@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "base/thread_pool.h"
 #include "ops/cpu/vec_math.h"
@@ -134,20 +135,29 @@ template <class T> void softmax_rows(const T* x, int64_t rows, int64_t n, T* y) 
 }
 
 // Each row: mu = its mean, v = the mean of (x - mu)^2, y = (x - mu) / sqrt(v + eps), then times
-// w and plus b where given: the composed layer_norm's formulas, its two reductions in lanes.
+// w and plus b where given: the composed layer_norm's formulas, its two reductions in lanes, and
+// the rest in one pass that multiplies by the row's 1 / sqrt(v + eps) (within an ulp or two of
+// the composed ops' division; a division per element was a third of a 128-wide row's time).
 template <class T> void layer_norm_rows(const T* x, int64_t rows, int64_t n, const T* w, const T* b, double eps, T* y) {
-  parallel_for(rows, row_grain(n), [&](int64_t r0, int64_t r1) {
+  parallel_for(rows, row_grain(4 * n), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* __restrict row = x + r * n;
       T* __restrict out = y + r * n;
       const T mu = SoftmaxRow<T>::sum(row, n) / T(n);
       const T v = SoftmaxRow<T>::sum(row, n, [mu](auto e) { return (e - mu) * (e - mu); }) / T(n);
-      const T s = std::sqrt(v + T(eps));
-      for (int64_t j = 0; j < n; ++j) out[j] = (row[j] - mu) / s;
-      if (w != nullptr)
-        for (int64_t j = 0; j < n; ++j) out[j] *= w[j];
-      if (b != nullptr)
-        for (int64_t j = 0; j < n; ++j) out[j] += b[j];
+      const T inv = T(1) / std::sqrt(v + T(eps));
+      auto normalize = [&](auto scale, auto shift) {  // one pass: a division per row, not per element
+        for (int64_t j = 0; j < n; ++j) {
+          T e = (row[j] - mu) * inv;
+          if constexpr (decltype(scale)::value) e *= w[j];
+          if constexpr (decltype(shift)::value) e += b[j];
+          out[j] = e;
+        }
+      };
+      if (w != nullptr && b != nullptr) normalize(std::true_type{}, std::true_type{});
+      else if (w != nullptr) normalize(std::true_type{}, std::false_type{});
+      else if (b != nullptr) normalize(std::false_type{}, std::true_type{});
+      else normalize(std::false_type{}, std::false_type{});
     }
   });
 }
