@@ -469,7 +469,9 @@ template <class T> struct Pointwise {
     V acc[KRN][PVN];
     for (int64_t kr = 0; kr < KRN; ++kr) {
       const T b = bias != nullptr ? bias[k0 + kr] : T(0);
-      for (int64_t v = 0; v < PVN; ++v) acc[kr][v] = V{} + b;
+      V bv;
+      for (int64_t l = 0; l < kLanes; ++l) bv[l] = b;  // b itself: 0 + b would turn a -0 bias into +0
+      for (int64_t v = 0; v < PVN; ++v) acc[kr][v] = bv;
     }
     const T* wk = w + k0 * g.c;
     for (int64_t c = 0; c < g.c; ++c) {
