@@ -63,7 +63,7 @@ constexpr auto kHalfLanes = std::make_integer_sequence<int, int(L) / 2>();
 //
 // Tiles<W> for tiles W columns wide (2: F(2x2), 4: F(4x4)): the W vectors of a run of W*L floats
 // (L tiles, tile t in floats [W*t, W*t + W)) hold, in 128-bit lane j, tiles lane_tile(4j + e) for
-// e = 0..3 after split().
+// e = 0..3 after split2 (W = 2) or transpose4 (W = 4), below.
 constexpr int kQuads = int(L) / 4;  // 128-bit lanes per vector
 template <int W> struct Tiles {
   // The tile in lane p, and the lane of tile t.
