@@ -452,9 +452,9 @@ template <int ROWS, int64_t KR> struct Winograd4 {
 
   // v[xi][c] = B^T d B for the patches of the group's tiles in every channel of x (one image).
   // Patch column j of tile t reads input column 4t + j - 1: of the input's columns by their
-  // remainder mod 4 (P0 .. P3, transpose4), d1 .. d4 are P0 .. P3, and d0
-  // and d5 are P3 and P0 moved by one tile, the padding's zero (or a neighbouring group's column)
-  // entering at the ends. A row above or below the image reads `zeros`.
+  // remainder mod 4 (P0 .. P3, transpose4), d1 .. d4 are P0 .. P3, and d0 and d5 are P3 and P0
+  // moved by one tile, the padding's zero (or a neighbouring group's column) entering at the ends.
+  // A row above or below the image reads `zeros`.
   void input(const float* x, int64_t grp, V* v, const float* zeros) const {
     constexpr int S = int(L) / ROWS;  // tiles per tile row in a vector
     const int64_t w = g.w, h = g.h, c_n = g.c, ty = ty0(grp), tx = tx0(grp);

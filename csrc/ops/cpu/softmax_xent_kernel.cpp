@@ -139,6 +139,8 @@ template <class T> void softmax_rows(const T* x, int64_t rows, int64_t n, T* y) 
 // the rest in one pass that multiplies by the row's 1 / sqrt(v + eps) (within an ulp or two of
 // the composed ops' division; a division per element was a third of a 128-wide row's time).
 template <class T> void layer_norm_rows(const T* x, int64_t rows, int64_t n, const T* w, const T* b, double eps, T* y) {
+  // four passes over each row (two sums, the normalisation, its store): a 128x128 layer norm,
+  // one task at the grain of one pass, is two
   parallel_for(rows, row_grain(4 * n), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* __restrict row = x + r * n;
