@@ -15,7 +15,9 @@
 // region itself (measured: the fused optimizer update over 200K parameters took 2x longer on 2
 // threads than on 1 with sleep-only workers). A worker that has just finished a job polls for
 // the next one for kSpin before blocking; the caller polls for the job's end the same way. The
-// spin is short so that an idle pool costs nothing and a busy machine loses little.
+// spin is short so that an idle pool costs nothing and a busy machine loses little; while a
+// model runs (a PoolWarm lives) and just after, it lasts kWarmSpin, as more regions are known
+// to follow.
 #include "base/thread_pool.h"
 
 #include <sched.h>
@@ -52,6 +54,10 @@ int default_threads() {
 }
 
 constexpr auto kSpin = std::chrono::microseconds(100);
+constexpr auto kWarmSpin = std::chrono::milliseconds(2);  // while a PoolWarm lives (thread_pool.h)
+
+std::atomic<int> warm_holds{0};
+std::atomic<uint64_t> warm_ends{0};  // PoolWarm destroyed so far
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -61,13 +67,22 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls done() for up to kSpin; true when it became true (false: the caller should block).
-template <class Done> bool spin_until(Done done) {
-  auto deadline = std::chrono::steady_clock::now() + kSpin;
+// Polls done() for up to kSpin, or up to kWarmSpin where `warm` and a PoolWarm lives or ended
+// during the wait (a run that just ended is often followed by the next: the Python between two
+// calls of a model takes tens of microseconds); true when it became true (false: block).
+template <class Done> bool spin_until(Done done, bool warm) {
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t ends = warm_ends.load(std::memory_order_relaxed);
   for (int i = 1;; ++i) {
     if (done()) return true;
     cpu_relax();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return done();
+    if (i % 64 == 0) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited <= kSpin) continue;
+      const bool model_runs =
+          warm_holds.load(std::memory_order_relaxed) > 0 || warm_ends.load(std::memory_order_relaxed) != ends;
+      if (!warm || !model_runs || waited > kWarmSpin) return done();
+    }
   }
 }
 
@@ -89,6 +104,7 @@ class Pool {
     std::lock_guard<std::mutex> run(run_mutex_);
     stop_workers();
     size_ = n;
+    warm_ = n <= allowed_cpus();
     stop_ = false;
     for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker(); });
   }
@@ -116,7 +132,7 @@ class Pool {
     }
     work(generation, /*own=*/0);
     auto finished = [&] { return pending_.value.load(std::memory_order_seq_cst) == 0; };
-    if (!spin_until(finished)) {
+    if (!spin_until(finished, warm_)) {
       std::unique_lock<std::mutex> lock(mutex_);
       caller_waits_.store(true, std::memory_order_seq_cst);
       done_.wait(lock, finished);
@@ -133,7 +149,7 @@ class Pool {
       return stop_.load(std::memory_order_relaxed) || generation_of(slot_.word.load(std::memory_order_seq_cst)) != seen;
     };
     for (;;) {
-      if (!spin_until(published)) {
+      if (!spin_until(published, warm_)) {
         std::unique_lock<std::mutex> lock(mutex_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         wake_.wait(lock, published);
@@ -222,6 +238,7 @@ class Pool {
   std::atomic<bool> caller_waits_{false};
   std::vector<std::thread> workers_;
   int size_ = 1;
+  bool warm_ = true;  // a PoolWarm lengthens the spin: no more threads than CPUs (set in resize)
   std::atomic<bool> stop_{false};
 };
 
@@ -239,6 +256,13 @@ Pool& pool() {
 int num_threads() { return pool().size(); }
 
 bool in_parallel_region() { return tls_in_pool; }
+
+PoolWarm::PoolWarm() { warm_holds.fetch_add(1, std::memory_order_relaxed); }
+PoolWarm::~PoolWarm() {
+  warm_ends.fetch_add(1, std::memory_order_relaxed);
+  warm_holds.fetch_sub(1, std::memory_order_relaxed);
+}
+int pool_warm_holds() { return warm_holds.load(std::memory_order_relaxed); }
 
 void set_num_threads(int64_t n) {
   NX_CHECK(n >= 1 && n <= 1024, "set_num_threads: expected an integer in [1, 1024], got ", n);

@@ -18,6 +18,27 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
 // True inside a parallel_for task (nested work runs inline there).
 bool in_parallel_region();
 
+// While one lives (on any thread; they nest), the pool's idle workers and a caller waiting for a
+// job's end poll for up to 2 ms before they sleep, not 100 us, and so does a worker whose wait
+// saw one end (the next call of a model follows after tens of microseconds of Python). A model's
+// run is a string of parallel regions whose gaps (a node too small to split, the executor's
+// bookkeeping, another thread that took the core for a moment) can outlast the short spin, and
+// a sleeping worker then costs the run its wake-up: on a VM a few hundred microseconds, which
+// was most of Nexus's slow calls at batch 1 (ResNet on 2 threads: a worker slept in 18 % of
+// the calls, and about once in each of the slowest 1 %). The executor holds one for each run.
+// A pool with more threads than this process's CPUs keeps the short spin (a spinning thread
+// there takes a core another one needs).
+class PoolWarm {
+ public:
+  PoolWarm();
+  ~PoolWarm();
+  PoolWarm(const PoolWarm&) = delete;
+  PoolWarm& operator=(const PoolWarm&) = delete;
+};
+
+// The number of PoolWarm alive now (for tests).
+int pool_warm_holds();
+
 // The median time, in nanoseconds, of a cache line's round trip between the calling thread and a
 // second one (a ping-pong over one atomic, in batches of 64 rounds, for about 2 ms): what each
 // hand-off between a parallel region's threads costs on this machine now. A virtual machine's

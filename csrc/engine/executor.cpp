@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "base/thread_pool.h"
 #include "graph/passes/passes.h"
 
 #include "ops/derivatives.h"
@@ -214,6 +215,7 @@ Executor::Executor(const graph::Graph& g, const GraphKernels* fusion, Device dev
     : g_(g), fusion_(fusion), device_(device), env_(g.values().size()) {}
 
 void Executor::run(size_t begin, size_t end, const Schedule& s, bool training) {
+  PoolWarm warm;  // the nodes' parallel regions follow each other: workers wait for the next awake
   for (size_t i = begin; i < end; ++i) {
     if (!s.run[i]) continue;
     const Node& n = g_.nodes()[i];

@@ -16,6 +16,8 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "check.h"
+#include "engine/executor.h"
+#include "graph/passes/passes.h"
 #include "threads.h"
 #include "tensor/allocator.h"
 #include "tensor/tensor.h"
@@ -322,16 +324,17 @@ TEST(callers_on_many_threads_share_the_pool) {
   CHECK_EQ(wrong.load(), 0);
 }
 
-// Workers block after a short spin; a job published as one falls asleep must still reach it,
-// and back-to-back jobs (spinning workers, a late worker that finds the next job's word) must
-// each run every chunk once. A lost wake-up would hang here rather than fail, so each pause is
-// paired with a job the caller could finish alone: the count, not the clock, is checked.
-TEST(jobs_reach_workers_that_spin_sleep_or_wake_late) {
-  Threads t(3);
+// Workers block after a short spin (a longer one while a PoolWarm lives, or just after one
+// ended); a job published as one falls asleep must still reach it, and back-to-back jobs
+// (spinning workers, a late worker that finds the next job's word) must each run every chunk
+// once. A lost wake-up would hang here rather than fail, so each pause is paired with a job the
+// caller could finish alone: the count, not the clock, is checked.
+namespace {
+void check_jobs_reach_workers(std::chrono::milliseconds pause) {
   std::atomic<int64_t> wrong{0}, on_workers{0};
   const std::thread::id caller = std::this_thread::get_id();
   for (int rep = 0; rep < 3000; ++rep) {
-    if (rep % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers now asleep
+    if (rep % 500 == 0) std::this_thread::sleep_for(pause);  // workers now asleep
     const int64_t n = 3 + rep % 5;
     std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
     parallel_for(n, 1, [&](int64_t b, int64_t e) {
@@ -342,7 +345,7 @@ TEST(jobs_reach_workers_that_spin_sleep_or_wake_late) {
   }
   CHECK_EQ(wrong.load(), 0);
   // After a pause, a job long enough for a woken worker to join is shared.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::this_thread::sleep_for(pause);
   std::atomic<int64_t> woken{0};
   parallel_for(2, 1, [&](int64_t, int64_t) {
     if (std::this_thread::get_id() != caller) ++woken;
@@ -350,6 +353,50 @@ TEST(jobs_reach_workers_that_spin_sleep_or_wake_late) {
     while (std::chrono::steady_clock::now() < until && woken.load() == 0) std::this_thread::yield();
   });
   CHECK_LE(1, woken.load());
+}
+}  // namespace
+
+TEST(jobs_reach_workers_that_spin_sleep_or_wake_late) {
+  Threads t(3);
+  check_jobs_reach_workers(std::chrono::milliseconds(2));
+}
+
+TEST(jobs_reach_workers_while_a_pool_warm_lives_and_after) {
+  Threads t(3);
+  const int before = pool_warm_holds();
+  {
+    PoolWarm warm;
+    {
+      PoolWarm nested;
+      CHECK_EQ(pool_warm_holds(), before + 2);
+    }
+    CHECK_EQ(pool_warm_holds(), before + 1);
+    check_jobs_reach_workers(std::chrono::milliseconds(5));  // past the warm spin: workers asleep
+  }
+  CHECK_EQ(pool_warm_holds(), before);
+  check_jobs_reach_workers(std::chrono::milliseconds(1));  // a hold just ended: spinning workers
+}
+
+// The executor keeps the pool warm while its nodes run, and lets it go when the run ends, also
+// when a node throws.
+TEST(the_executor_keeps_the_pool_warm_while_it_runs) {
+  graph::Graph g;
+  const int x = g.add_input("x", {4}, DType::Float32);
+  graph::Attrs relu;
+  relu.unary = ops::UnaryOp::Relu;
+  const int y = g.add_node(graph::OpKind::Unary, {x}, relu, "relu", {4});
+  const engine::Schedule s(g, nullptr, graph::live_nodes(g, {y}, int(g.nodes().size())), {y});
+  engine::Executor ex(g);
+  const int before = pool_warm_holds();
+  int during = -1;
+  ex.after_node = [&](size_t) { during = pool_warm_holds(); };
+  ex.set(x, Tensor::zeros({4}, DType::Float32));
+  ex.run(0, g.nodes().size(), s, /*training=*/false);
+  CHECK_EQ(during, before + 1);
+  CHECK_EQ(pool_warm_holds(), before);
+  ex.after_node = [](size_t) { throw ValueError("a node failed"); };
+  CHECK_THROWS(ex.run(0, g.nodes().size(), s, /*training=*/false), ValueError, "a node failed");
+  CHECK_EQ(pool_warm_holds(), before);
 }
 
 // OpenBLAS's thread count is global, and threadpoolctl's limits set it for every OpenBLAS in the
