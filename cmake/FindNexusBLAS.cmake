@@ -34,10 +34,20 @@ else()
   list(GET _nx_blas_out 0 NEXUS_BLAS_INCLUDE_DIR)
   list(GET _nx_blas_out 1 NEXUS_BLAS_LIB_DIR)
   list(GET _nx_blas_out 2 NEXUS_BLAS_VERSION)
+  nexus_stage(openblas/include "${NEXUS_BLAS_INCLUDE_DIR}" NEXUS_BLAS_INCLUDE_DIR)
 endif()
-# NO_CMAKE_FIND_ROOT_PATH: the directory is used as given, also under a cross toolchain's sysroot.
-find_library(NEXUS_BLAS_LIBRARY NAMES scipy_openblas PATHS "${NEXUS_BLAS_LIB_DIR}" NO_DEFAULT_PATH
-             NO_CMAKE_FIND_ROOT_PATH REQUIRED)
+if(NEXUS_BLAS_ROOT)
+  # NO_CMAKE_FIND_ROOT_PATH: the directory is used as given, also under a cross toolchain's sysroot.
+  find_library(NEXUS_BLAS_LIBRARY NAMES scipy_openblas PATHS "${NEXUS_BLAS_LIB_DIR}" NO_DEFAULT_PATH
+               NO_CMAKE_FIND_ROOT_PATH REQUIRED)
+else()
+  # The wheel in pip's build environment, gone after the build (not a cached find_library result,
+  # which would name it in the next build): link a staged copy.
+  if(NOT EXISTS "${NEXUS_BLAS_LIB_DIR}/libscipy_openblas.so")
+    message(FATAL_ERROR "scipy-openblas32 has no ${NEXUS_BLAS_LIB_DIR}/libscipy_openblas.so")
+  endif()
+  nexus_stage(openblas/lib "${NEXUS_BLAS_LIB_DIR}/libscipy_openblas.so" NEXUS_BLAS_LIBRARY)
+endif()
 add_library(nexus_blas INTERFACE)
 target_include_directories(nexus_blas INTERFACE "${NEXUS_BLAS_INCLUDE_DIR}")
 target_link_libraries(nexus_blas INTERFACE "${NEXUS_BLAS_LIBRARY}")

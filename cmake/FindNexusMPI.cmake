@@ -36,6 +36,8 @@ if(_nx_mpi_rc EQUAL 0)
   list(GET _nx_mpi_out 0 NEXUS_MPI_INCLUDE_DIR)
   list(GET _nx_mpi_out 1 NEXUS_MPI_LIBRARY)
   list(GET _nx_mpi_out 2 _nx_mpich_version)
+  nexus_stage(mpich/include "${NEXUS_MPI_INCLUDE_DIR}" NEXUS_MPI_INCLUDE_DIR)
+  nexus_stage(mpich/lib "${NEXUS_MPI_LIBRARY}" NEXUS_MPI_LIBRARY)
   target_include_directories(nexus_mpi INTERFACE "${NEXUS_MPI_INCLUDE_DIR}")
   target_link_libraries(nexus_mpi INTERFACE "${NEXUS_MPI_LIBRARY}")
   # At run time libmpi.so.12 is the one mpi4py already loaded; the RPATH finds the wheel's copy in

@@ -38,5 +38,5 @@ for f in "$build"/libnexus_core.so "$build"/tests/cpp/test_kernels; do
 done
 # The toolchain file made qemu-aarch64 CTest's emulator: ctest runs each test through it.
 if ((run)); then
-  cd "$build" && ctest --output-on-failure
+  cd "$build" && ctest --output-on-failure --parallel "$(nproc)"
 fi

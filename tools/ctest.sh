@@ -19,4 +19,4 @@ fi
 cmake -S . -B "$build" -DNEXUS_PYTHON=OFF -DNEXUS_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${blas[@]}" "${extra[@]}"
 cmake --build "$build" --parallel "$(nproc)"
 [[ -n "${NEXUS_CTEST_BUILD_ONLY:-}" ]] && exit 0  # tools/ctest-aarch64.sh: it checks the binaries, then runs ctest
-cd "$build" && ctest --output-on-failure
+cd "$build" && ctest --output-on-failure --parallel "$(nproc)"
