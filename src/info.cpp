@@ -90,8 +90,16 @@ void bind_info(py::module_& m) {
       "The median round trip of a cache line between two threads, in ns (about 2 ms of ping-pong);\n"
       "0 when the process may use one CPU only. The benchmarks print it: it says what a parallel\n"
       "region's hand-offs cost on the machine at that moment.");
-  m.def("get_num_threads", &num_threads);
-  m.def("set_num_threads", &set_num_threads, py::arg("n"));
+  m.def("get_num_threads", &num_threads,
+        "The number of threads Nexus's kernels and BLAS use (the intra-op pool, the caller included).\n\n"
+        "The default is NEXUS_NUM_THREADS, else the cores this process may use; MPI ranks started\n"
+        "on one node without binding share its cores (4 ranks on 8 cores: 2 each).\n\n"
+        "Example: ``nx.get_num_threads()  # 8``");
+  m.def("set_num_threads", &set_num_threads, py::arg("n"),
+        "Sets the number of threads for kernels and BLAS, from the next operation on.\n\n"
+        "Parameters: n -- an integer in [1, 1024].\n"
+        "Raises: ValueError naming n when it is outside [1, 1024].\n\n"
+        "Example: ``nx.set_num_threads(2)``");
 }
 
 }  // namespace nexus::python

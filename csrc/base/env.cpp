@@ -15,7 +15,9 @@ const std::vector<Knob>& knobs() {
   using K = KnobKind;
   static const std::vector<Knob> list = {
       {"NEXUS_NUM_THREADS", "",
-       "intra-op threads for kernels and BLAS, 1..1024 (default: the cores this process may use)", K::Int, 1, 1024},
+       "intra-op threads for kernels and BLAS, 1..1024 (default: the cores this process may use, shared among "
+       "the unbound MPI ranks of its node)",
+       K::Int, 1, 1024},
       {"NEXUS_ALLOC_CACHE_MB", "1024", "MiB of freed tensor memory kept for reuse (0: give it back at once)", K::Int, 0,
        int64_t(1) << 30},
       {"NEXUS_JIT", "1",

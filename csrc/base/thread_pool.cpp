@@ -21,11 +21,13 @@
 #include "base/thread_pool.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -48,9 +50,28 @@ int allowed_cpus() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// The ranks an MPI launcher started on this node, as its environment says (MPICH's Hydra and
+// Open MPI's mpirun), or 1. A value that is not a positive integer counts as 1.
+int local_ranks() {
+  for (const char* name : {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+    const char* text = std::getenv(name);
+    if (text == nullptr) continue;
+    char* end = nullptr;
+    const long n = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && n >= 1) return int(std::min<long>(n, 1 << 20));
+  }
+  return 1;
+}
+
+// Unbound ranks on one node share all its cores: each takes its share (at least 1), as torchrun
+// gives each process one thread, so that `mpiexec -n 4` on 8 cores runs 4 x 2 threads, not 4 x 8
+// spinning on each other. A rank bound to some cores (its affinity narrower than the machine's, by
+// the launcher or taskset) uses the cores it was given.
 int default_threads() {
   if (std::optional<int64_t> n = knob_int("NEXUS_NUM_THREADS")) return int(*n);
-  return allowed_cpus();
+  const int cpus = allowed_cpus();
+  if (cpus < sysconf(_SC_NPROCESSORS_ONLN)) return cpus;
+  return std::max(1, cpus / local_ranks());
 }
 
 constexpr auto kSpin = std::chrono::microseconds(100);

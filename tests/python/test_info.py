@@ -171,6 +171,39 @@ def test_environment_variable_sets_the_default_thread_count():
     assert proc.stdout.strip() == "3"
 
 
+def default_threads(bind: int | None = None, **env: str) -> int:
+    """The thread count a fresh process starts with, bound first to its first `bind` CPUs."""
+    code = "import nexus; print(nexus.get_num_threads())"
+    if bind is not None:
+        code = f"import os; os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:{bind}]); " + code
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("NEXUS_NUM_THREADS", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**clean, **env})
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) != os.cpu_count(), reason="this process is bound to some CPUs")
+def test_unbound_mpi_ranks_of_a_node_share_its_cores():
+    cpus = os.cpu_count()
+    assert default_threads() == cpus
+    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):  # MPICH's Hydra, Open MPI
+        assert default_threads(**{var: "1"}) == cpus
+        assert default_threads(**{var: "2"}) == max(1, cpus // 2)
+        assert default_threads(**{var: str(cpus + 1)}) == 1
+    for junk in ("", "x", "0", "-2", "2x"):  # not the launcher's: as if unset
+        assert default_threads(MPI_LOCALNRANKS=junk) == cpus
+    assert default_threads(MPI_LOCALNRANKS="2", NEXUS_NUM_THREADS="3") == 3
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to bind to one")
+def test_a_rank_bound_to_some_cores_uses_those_cores():
+    assert default_threads(bind=1, MPI_LOCALNRANKS="2") == 1
+    if len(os.sched_getaffinity(0)) >= 3:  # bound to 2 of 3+: its own 2, not divided again
+        assert default_threads(bind=2, MPI_LOCALNRANKS="2") == 2
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the probe needs two CPUs")
 def test_cpu_round_trip_is_a_plausible_time():
     # A cache line's round trip between two threads: tens to thousands of nanoseconds; when the
