@@ -18,6 +18,9 @@ if(NEXUS_BLAS_ROOT)
     file(STRINGS "${NEXUS_BLAS_LIB_DIR}/pkgconfig/scipy-openblas.pc" _nx_blas_pc REGEX "^version=" LIMIT_COUNT 1)
     string(REGEX REPLACE "^version=" "" NEXUS_BLAS_VERSION "${_nx_blas_pc}")
   endif()
+  # NO_CMAKE_FIND_ROOT_PATH: the directory is used as given, also under a cross toolchain's sysroot.
+  find_library(NEXUS_BLAS_LIBRARY NAMES scipy_openblas PATHS "${NEXUS_BLAS_LIB_DIR}" NO_DEFAULT_PATH
+               NO_CMAKE_FIND_ROOT_PATH REQUIRED)
 else()
   if(NOT Python_EXECUTABLE)
     find_package(Python REQUIRED COMPONENTS Interpreter)
@@ -34,18 +37,13 @@ else()
   list(GET _nx_blas_out 0 NEXUS_BLAS_INCLUDE_DIR)
   list(GET _nx_blas_out 1 NEXUS_BLAS_LIB_DIR)
   list(GET _nx_blas_out 2 NEXUS_BLAS_VERSION)
-  nexus_stage(openblas/include "${NEXUS_BLAS_INCLUDE_DIR}" NEXUS_BLAS_INCLUDE_DIR)
-endif()
-if(NEXUS_BLAS_ROOT)
-  # NO_CMAKE_FIND_ROOT_PATH: the directory is used as given, also under a cross toolchain's sysroot.
-  find_library(NEXUS_BLAS_LIBRARY NAMES scipy_openblas PATHS "${NEXUS_BLAS_LIB_DIR}" NO_DEFAULT_PATH
-               NO_CMAKE_FIND_ROOT_PATH REQUIRED)
-else()
-  # The wheel in pip's build environment, gone after the build (not a cached find_library result,
-  # which would name it in the next build): link a staged copy.
+  # The wheel in pip's build environment is gone after the build: compile and link against staged
+  # copies (cmake/NexusStage.cmake), not a cached find_library result that the next build would
+  # still name.
   if(NOT EXISTS "${NEXUS_BLAS_LIB_DIR}/libscipy_openblas.so")
     message(FATAL_ERROR "scipy-openblas32 has no ${NEXUS_BLAS_LIB_DIR}/libscipy_openblas.so")
   endif()
+  nexus_stage(openblas/include "${NEXUS_BLAS_INCLUDE_DIR}" NEXUS_BLAS_INCLUDE_DIR)
   nexus_stage(openblas/lib "${NEXUS_BLAS_LIB_DIR}/libscipy_openblas.so" NEXUS_BLAS_LIBRARY)
 endif()
 add_library(nexus_blas INTERFACE)
