@@ -2,15 +2,18 @@
 // must load and carry the same key in its nx_key symbol, or it is rebuilt.
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "base/env.h"
 #include "base/error.h"
 #include "base/fs.h"
+#include "base/hash.h"
 #include "codegen/compile.h"
 
 namespace nexus::codegen {
@@ -33,6 +36,81 @@ void* try_load(const std::string& path, const std::string& key, const std::strin
   return fn;  // the handle stays open for the life of the process
 }
 
+// The precompiled preludes this process made, found or gave up on.
+std::mutex g_prelude_mu;
+std::map<std::string, std::string> g_preludes;  // name -> header ("" when making or using it failed)
+
+// The prelude as a header, "prelude-<hash>.h", with its precompiled form beside it (".gch"),
+// made in dir once per prelude, compiler and flags (under a flock, by temp file + rename, like a
+// kernel): the header's absolute path, or "" where the compiler takes none or making it failed
+// (kernels then parse the prelude themselves: slower, the same binary). A process remembers the
+// one it made or found, and uses it for kernels of other cache directories too while it exists:
+// only their compiles read it (a test suite gives every test a cache of its own). A directory
+// whose name could not stand in an #include line takes none.
+std::string precompiled_prelude(const std::string& dir, const std::string& prelude) {
+  const Compiler& c = host_compiler();
+  if (!takes_precompiled_headers(c)) return "";
+  const std::string name =
+      "prelude-" + Hasher().add(prelude).add(c.identity).add(full_flags(c)).add(c.target).hex() + ".h";
+  std::lock_guard<std::mutex> lock(g_prelude_mu);
+  if (auto it = g_preludes.find(name);
+      it != g_preludes.end() && (it->second.empty() || fs::exists(it->second + ".gch")))
+    return it->second;
+  std::string header = dir + "/" + name;
+  if (header.front() != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) return "";
+    header = std::string(cwd) + "/" + header;
+  }
+  if (header.find_first_of("\"\\\n") != std::string::npos) return "";
+  const std::string gch = header + ".gch";
+  if (!fs::exists(gch)) {
+    fs::FileLock file_lock(header + ".lock");
+    if (!fs::exists(gch)) {
+      const std::string tmp = fs::temp_path_for(gch);
+      try {
+        fs::write_atomic(header, prelude);
+        compile_header(c, header, tmp);
+        ::chmod(tmp.c_str(), 0600);
+        fs::rename_file(tmp, gch);
+      } catch (const std::exception&) {
+        fs::remove_file(tmp);
+        header.clear();
+      }
+    }
+  }
+  g_preludes[name] = header;
+  return header;
+}
+
+// Compiles `source` into `out` with its prelude (text it holds before its own code; only
+// comments come first) replaced by an #include of the precompiled one. False, with nothing
+// left behind, when there is none or that compile failed: the caller compiles the whole source
+// then, so a precompiled header a compiler rejects costs time, never the kernel.
+bool compile_with_prelude(const std::string& dir, const std::string& key, const std::string& source,
+                          const std::string& prelude, const std::string& out) {
+  const size_t at = prelude.empty() ? std::string::npos : source.find(prelude);
+  if (at == std::string::npos) return false;
+  const std::string header = precompiled_prelude(dir, prelude);
+  if (header.empty()) return false;
+  const std::string unit = fs::temp_path_for(dir + "/" + key) + ".cpp";
+  bool ok = true;
+  try {
+    std::string text = source.substr(0, at);  // appended in place: GCC 12 warns falsely on chained +
+    text.append("#include \"").append(header).append("\"\n").append(source, at + prelude.size());
+    fs::write_atomic(unit, text);
+    compile_shared(host_compiler(), unit, out);
+  } catch (const std::exception&) {
+    fs::remove_file(out);
+    ok = false;
+    std::lock_guard<std::mutex> lock(g_prelude_mu);  // not again in this process: each try costs a compile
+    for (auto& [name, made] : g_preludes)
+      if (made == header) made.clear();
+  }
+  fs::remove_file(unit);
+  return ok;
+}
+
 }  // namespace
 
 std::string cache_dir() {
@@ -50,7 +128,8 @@ CacheStats cache_stats() {
   return g_stats;
 }
 
-Loaded load_or_build(const std::string& key, const std::string& symbol, const std::string& source) {
+Loaded load_or_build(const std::string& key, const std::string& symbol, const std::string& source,
+                     const std::string& prelude) {
   const std::string dir = cache_dir() + "/kernels";
   fs::make_private_dirs(dir);
   const std::string so = dir + "/" + key + ".so";
@@ -68,7 +147,7 @@ Loaded load_or_build(const std::string& key, const std::string& symbol, const st
   fs::write_atomic(src, source);
   const std::string tmp = fs::temp_path_for(so);
   try {
-    compile_shared(host_compiler(), src, tmp);
+    if (!compile_with_prelude(dir, key, source, prelude, tmp)) compile_shared(host_compiler(), src, tmp);
     ::chmod(tmp.c_str(), 0600);
     fs::rename_file(tmp, so);
   } catch (...) {

@@ -27,6 +27,13 @@ bool jit_enabled();
 // Compiles `src_path` into the shared object `out_path`; throws ValueError with the compiler's
 // output when it fails.
 void compile_shared(const Compiler& c, const std::string& src_path, const std::string& out_path);
+// Whether `c` reads a precompiled header found beside a header a source includes (GCC's .gch):
+// then the kernels share one parse of their prelude (compile_header).
+bool takes_precompiled_headers(const Compiler& c);
+// Compiles the header `header_path` into the precompiled header `out_path`, with the flags the
+// kernels are compiled with (a precompiled header made with others is not used); ValueError
+// with the compiler's output when it fails.
+void compile_header(const Compiler& c, const std::string& header_path, const std::string& out_path);
 
 // ---- the cache: <dir>/<key>.so (+ .cpp, the source it was built from), 0600 in a 0700 dir ---
 std::string cache_dir();  // NEXUS_CACHE_DIR, else $XDG_CACHE_HOME/nexus, else ~/.cache/nexus
@@ -46,7 +53,10 @@ struct Loaded {
 };
 // Returns the entry point `symbol` of the binary for `key`, from the cache or compiled from
 // `source` (under a per-key flock, written by temp file + rename). An entry that does not load,
-// or whose embedded nx_key differs from `key`, is rebuilt.
-Loaded load_or_build(const std::string& key, const std::string& symbol, const std::string& source);
+// or whose embedded nx_key differs from `key`, is rebuilt. `prelude`: text that `source` holds
+// before its own code and every kernel shares; compilers that take precompiled headers parse it
+// once per cache (<dir>/prelude-<hash>.h.gch) instead of once per kernel.
+Loaded load_or_build(const std::string& key, const std::string& symbol, const std::string& source,
+                     const std::string& prelude = "");
 
 }  // namespace nexus::codegen

@@ -136,14 +136,36 @@ std::string full_flags(const Compiler& c) {
 
 bool jit_enabled() { return knob_bool("NEXUS_JIT") && host_compiler().found; }
 
-void compile_shared(const Compiler& c, const std::string& src_path, const std::string& out_path) {
-  NX_CHECK(c.found, "cannot compile a fused kernel: ", c.why_not, "; set CXX to a C++20 compiler or NEXUS_JIT=0");
+namespace {
+
+// Runs the compiler with the kernels' flags, `extra` words, then `src_path -o out_path`.
+void compile(const Compiler& c, const std::vector<std::string>& extra, const std::string& src_path,
+             const std::string& out_path, const char* what) {
+  NX_CHECK(c.found, "cannot compile a ", what, ": ", c.why_not, "; set CXX to a C++20 compiler or NEXUS_JIT=0");
   std::string cmd = command_line(c);  // each word quoted: the flags reach the compiler as written
   for (const std::string& w : flag_words(c)) add_word(cmd, w);
+  for (const std::string& w : extra) add_word(cmd, w);
   for (const std::string& w : {src_path, std::string("-o"), out_path}) add_word(cmd, w);
   auto [status, out] = run(cmd);
-  NX_CHECK(status == 0, "compiling fused kernel ", src_path, " failed (exit ", status, "):\n", cmd, "\n",
+  NX_CHECK(status == 0, "compiling ", what, " ", src_path, " failed (exit ", status, "):\n", cmd, "\n",
            out.substr(0, 4000));
+}
+
+}  // namespace
+
+void compile_shared(const Compiler& c, const std::string& src_path, const std::string& out_path) {
+  compile(c, {}, src_path, out_path, "fused kernel");
+}
+
+// GCC's --version names its copyright holder; clang (whose precompiled headers are read only
+// when a flag names them) and others say something else and parse the prelude every time.
+bool takes_precompiled_headers(const Compiler& c) {
+  return c.found && c.identity.find("Free Software Foundation") != std::string::npos;
+}
+
+// -shared is a link option, so it stays: the header is made with exactly the kernels' words.
+void compile_header(const Compiler& c, const std::string& header_path, const std::string& out_path) {
+  compile(c, {"-x", "c++-header"}, header_path, out_path, "precompiled header");
 }
 
 }  // namespace nexus::codegen

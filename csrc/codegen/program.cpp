@@ -311,7 +311,7 @@ Program::Fn Program::variant(const std::vector<Access>& access) {
   if (jit) {
     const std::string k = key(access);
     Source src = render(kernel_, access, Dialect::Cpp, k);
-    Loaded l = load_or_build(k, src.name, src.text);
+    Loaded l = load_or_build(k, src.name, src.text, cpp_prelude());
     fn = l.fn;
     if (l.compiled) {
       ++stats_.compiles;

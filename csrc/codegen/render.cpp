@@ -346,6 +346,11 @@ const std::string& cuda_args_fingerprint() {
   return fp;
 }
 
+const std::string& cpp_prelude() {
+  static const std::string text = prelude(Dialect::Cpp);
+  return text;
+}
+
 const std::string& renderer_fingerprint() {
   static const std::string fp = Hasher()
                                     .add(prelude(Dialect::Cpp))

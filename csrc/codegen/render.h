@@ -64,5 +64,8 @@ const std::string& renderer_fingerprint();
 // The same for the CUDA elementwise entry point (NxArgs): part of a device kernel's key only, so
 // that the C++ dialect's keys do not move when it changes.
 const std::string& cuda_args_fingerprint();
+// The C++ dialect's prelude (the standard headers and the functions every kernel calls), as
+// render emits it after the kernel's comment: what a precompiled header may stand for.
+const std::string& cpp_prelude();
 
 }  // namespace nexus::codegen

@@ -111,6 +111,49 @@ def test_concurrent_writers_all_succeed_and_leave_a_valid_cache(private_kernel_c
     assert not leftovers
 
 
+def compiler_takes_gch() -> bool:
+    out = subprocess.run([os.environ.get("CXX", "c++"), "--version"], capture_output=True, text=True).stdout
+    return "Free Software Foundation" in out  # GCC
+
+
+gch_only = pytest.mark.skipif(not compiler_takes_gch(), reason="precompiled preludes are made for GCC only")
+
+
+@gch_only
+def test_kernels_compile_against_one_precompiled_prelude_and_give_the_same_binary(private_kernel_cache):
+    assert run(private_kernel_cache)["ok"]
+    kernels = private_kernel_cache / "kernels"
+    (gch,) = kernels.glob("prelude-*.h.gch")
+    assert gch.with_suffix("").exists()  # the header beside it, for a compiler that cannot use it
+    # The kernel compiled through it has the code its whole source gives, byte for byte (the
+    # files differ in the compile unit's name, which the symbol table records).
+    (so,) = kernels.glob("[0-9a-f]*.so")
+    whole = private_kernel_cache / "whole.so"
+    flags = nx.info()["jit_flags"].split()
+    subprocess.run([os.environ.get("CXX", "c++"), *flags, str(so.with_suffix(".cpp")), "-o", str(whole)],
+                   check=True, capture_output=True)
+
+    def code(lib):
+        out = lib.with_name(lib.name + ".text")
+        subprocess.run(["objcopy", "-O", "binary", "--only-section=.text", str(lib), str(out)], check=True)
+        return out.read_bytes()
+    assert len(code(so)) > 0 and code(whole) == code(so)
+    assert not [f.name for f in kernels.iterdir() if ".tmp." in f.name]  # no compile unit left behind
+
+
+@gch_only
+def test_a_damaged_precompiled_prelude_costs_time_not_the_kernel(private_kernel_cache):
+    run(private_kernel_cache)
+    kernels = private_kernel_cache / "kernels"
+    (gch,) = kernels.glob("prelude-*.h.gch")
+    gch.write_bytes(b"gpch not a precompiled header")
+    gch.with_suffix("").write_text("#error a damaged prelude\n")
+    for so in kernels.glob("[0-9a-f]*.so"):
+        so.unlink()
+    again = run(private_kernel_cache)
+    assert again["ok"] and again["compiles"] == 1
+
+
 def test_nexus_info_shows_the_jit_compiler_flags_and_knobs():
     info = nx.info()
     assert info["jit_compiler"] and "-O3" in info["jit_flags"] and "-shared" in info["jit_flags"]
