@@ -120,7 +120,7 @@ gch_only = pytest.mark.skipif(not compiler_takes_gch(), reason="precompiled prel
 
 
 @gch_only
-def test_kernels_compile_against_one_precompiled_prelude_and_give_the_same_binary(private_kernel_cache):
+def test_kernels_compile_against_one_precompiled_prelude_into_the_same_code(private_kernel_cache):
     assert run(private_kernel_cache)["ok"]
     kernels = private_kernel_cache / "kernels"
     (gch,) = kernels.glob("prelude-*.h.gch")
