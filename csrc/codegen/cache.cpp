@@ -36,6 +36,20 @@ void* try_load(const std::string& path, const std::string& key, const std::strin
   return fn;  // the handle stays open for the life of the process
 }
 
+// Runs make(tmp) on a temp path beside `path`, then makes the file private and renames it over
+// `path` (a reader sees the old file or the new one); the temp file is removed when make throws.
+template <class Make> void publish(const std::string& path, const Make& make) {
+  const std::string tmp = fs::temp_path_for(path);
+  try {
+    make(tmp);
+    ::chmod(tmp.c_str(), 0600);
+    fs::rename_file(tmp, path);
+  } catch (...) {
+    fs::remove_file(tmp);
+    throw;
+  }
+}
+
 // The precompiled preludes this process made, found or gave up on.
 std::mutex g_prelude_mu;
 std::map<std::string, std::string> g_preludes;  // name -> header ("" when making or using it failed)
@@ -67,14 +81,10 @@ std::string precompiled_prelude(const std::string& dir, const std::string& prelu
   if (!fs::exists(gch)) {
     fs::FileLock file_lock(header + ".lock");
     if (!fs::exists(gch)) {
-      const std::string tmp = fs::temp_path_for(gch);
       try {
         fs::write_atomic(header, prelude);
-        compile_header(c, header, tmp);
-        ::chmod(tmp.c_str(), 0600);
-        fs::rename_file(tmp, gch);
+        publish(gch, [&](const std::string& tmp) { compile_header(c, header, tmp); });
       } catch (const std::exception&) {
-        fs::remove_file(tmp);
         header.clear();
       }
     }
@@ -145,15 +155,9 @@ Loaded load_or_build(const std::string& key, const std::string& symbol, const st
   auto t0 = std::chrono::steady_clock::now();
   const std::string src = dir + "/" + key + ".cpp";
   fs::write_atomic(src, source);
-  const std::string tmp = fs::temp_path_for(so);
-  try {
+  publish(so, [&](const std::string& tmp) {
     if (!compile_with_prelude(dir, key, source, prelude, tmp)) compile_shared(host_compiler(), src, tmp);
-    ::chmod(tmp.c_str(), 0600);
-    fs::rename_file(tmp, so);
-  } catch (...) {
-    fs::remove_file(tmp);
-    throw;
-  }
+  });
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   void* fn = try_load(so, key, symbol);
   NX_CHECK(fn, "fused kernel ", so, " was compiled but does not load: ", ::dlerror() ? ::dlerror() : "symbol missing");
