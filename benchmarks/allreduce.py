@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import fmt_ms, print_run_notes, table, threads  # noqa: E402
+from common import fmt_ms, gloo_group, mpiexec, print_run_notes, table, threads  # noqa: E402
 
 SIZES_MB = (1, 16, 64)
 CODECS = ("none", "fp16", "bf16", "int8", "topk:0.01", "sign")
@@ -66,25 +65,6 @@ def timed(comm, fns, rounds):
             fn()
             t.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
     return [float(np.median(t)) for t in times]
-
-
-def torch_gloo(comm):
-    """torch.distributed with gloo over 127.0.0.1, or None when torch is not importable."""
-    try:
-        import torch
-        import torch.distributed as td
-    except ImportError:
-        return None
-    port = None
-    if comm.rank == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    port = comm.bcast(port, root=0)
-    td.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank,
-                          world_size=comm.size)
-    torch.set_num_threads(1)
-    return torch, td
 
 
 def bandwidth_rows(comm, dist, gloo, rounds):
@@ -206,7 +186,7 @@ def worker(args) -> int:
 
     comm = MPI.COMM_WORLD
     notes = threads(1)
-    gloo = None if args.no_torch else torch_gloo(comm)
+    gloo = None if args.no_torch else gloo_group(comm)
     rounds = 3 if args.quick else ROUNDS
     bw = bandwidth_rows(comm, dist, gloo, rounds)
     codecs = codec_rows(comm, dist, rounds)
@@ -246,9 +226,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         return worker(args)
-    launcher = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if not os.path.exists(launcher):
-        launcher = "mpiexec"
+    launcher = mpiexec()
     env = {**os.environ, "NEXUS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     passthrough = [f"--epochs={args.epochs}"] + ["--quick"] * args.quick + \
         ["--no-torch"] * args.no_torch

@@ -197,3 +197,56 @@ def fmt_ms(seconds):
     """A time in seconds as milliseconds with sensible precision."""
     ms = seconds * 1e3
     return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 100 else f"{ms:.0f}"
+
+
+# ---- MPI jobs --------------------------------------------------------------------------------
+def mpiexec() -> str:
+    """The mpiexec beside this interpreter (the `mpich` wheel's), else the one on PATH."""
+    launcher = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return launcher if os.path.exists(launcher) else "mpiexec"
+
+
+def run_uneven_job(program: list[str], timeout: float) -> int:
+    """Runs `program` as the heterogeneous 3-rank job: rank 0 alone on the first CPU, ranks 1 and
+    2 sharing the second (`taskset`), one thread each. Returns its exit code; a job past
+    `timeout` seconds is killed with everything it started, and returns 1."""
+    import signal
+    import subprocess
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit(f"{os.path.basename(program[1])} needs 2 cores: rank 0 alone on one, ranks 1-2 "
+                         "on the other")
+    env = {**os.environ, "NEXUS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = [mpiexec(), "-n", "1", "taskset", "-c", str(cpus[0]), *program,
+           ":", "-n", "2", "taskset", "-c", str(cpus[1]), *program]
+    print(f"$ {' '.join(cmd)}", flush=True)
+    job = subprocess.Popen(cmd, env=env, start_new_session=True)  # its own process group
+    try:
+        return job.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)  # mpiexec and the ranks it started
+        job.wait()
+        print(f"{os.path.basename(program[1])}: the job ran past {timeout:g} s and was killed")
+        return 1
+
+
+def gloo_group(comm):
+    """torch.distributed's gloo process group over 127.0.0.1 for the MPI world `comm` (rank 0
+    picks a free port), torch at one thread: (torch, torch.distributed), or None without torch."""
+    import socket
+
+    try:
+        import torch
+        import torch.distributed as td
+    except ImportError:
+        return None
+    port = None
+    if comm.rank == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    port = comm.bcast(port, root=0)
+    td.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank, world_size=comm.size)
+    torch.set_num_threads(1)
+    return torch, td

@@ -42,16 +42,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import print_run_notes, table, threads  # noqa: E402
+from common import print_run_notes, run_uneven_job, table, threads  # noqa: E402
 
 MODES = ("equal", "static", "adaptive")
 # The issue's bars per global batch (adaptive vs equal, adaptive efficiency): ~35 ms steps at
@@ -67,11 +65,12 @@ samples/s: all samples / wall seconds of the train steps (from one step's end to
 the loop, the log and rebalancing included), first epoch included. ideal: the sum of the
 ranks' rates over those steps (ranks sharing a core at their shared speed). vs equal, vs
 static: medians of the per-repeat ratios. compute / reduction / waiting / overhead: each
-rank's milliseconds per step in forward, backward, update and data; in moving and summing the
-gradient and the counts; waiting for the slowest rank; outside the step's call (mean over
-ranks; per rank below). final vs proportional: the largest difference between a rank's
-final share and its share of the probe-proportional split (fixed per-step costs, such as the
-optimizer update each rank runs whole, move the best split away from proportional).
+rank's milliseconds per step in forward, backward and data (and the optimizer update in a
+step through the ring); in summing the gradient and the counts (through shared memory: with
+this rank's part of the optimizer update and the copy of the others' parts); waiting for the
+slowest rank; outside the step's call (mean over ranks; per rank below). final vs
+proportional: the largest difference between a rank's final share and its share of the
+probe-proportional split (fixed per-step costs move the best split away from proportional).
 """
 
 
@@ -351,30 +350,12 @@ def main() -> int:
                          f"{len(args.steps)} step counts")
     if args.child:
         return child(args)
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        raise SystemExit("hetero.py needs 2 cores: rank 0 alone on one, ranks 1-2 on the other")
-    launcher = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if not os.path.exists(launcher):
-        launcher = "mpiexec"
-    env = {**os.environ, "NEXUS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONUNBUFFERED": "1"}
     program = [sys.executable, os.path.abspath(__file__), "--child",
                *(f"--{k.replace('_', '-')}={','.join(map(str, v)) if isinstance(v, list) else v}"
                  for k, v in vars(args).items()
                  if k not in ("child", "timeout"))]
-    cmd = [launcher, "-n", "1", "taskset", "-c", str(cpus[0]), *program,
-           ":", "-n", "2", "taskset", "-c", str(cpus[1]), *program]
-    print(f"$ {' '.join(cmd)}", flush=True)
     start = time.perf_counter()
-    job = subprocess.Popen(cmd, env=env, start_new_session=True)  # its own process group
-    try:
-        rc = job.wait(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)  # mpiexec and the ranks it started
-        job.wait()
-        print(f"hetero.py: the job ran past --timeout {args.timeout:g} s and was killed")
-        return 1
+    rc = run_uneven_job(program, args.timeout)
     print(f"total: {time.perf_counter() - start:.0f} s (launch, profiling and evaluation "
           "included)")
     return rc

@@ -35,6 +35,13 @@ DataParallelReducer::DataParallelReducer(Transport& world, const std::vector<Ten
   if (group)
     hier_ = std::make_unique<HierarchicalReducer>(*group, cross, opts_.sharded, params, opts_.bucket_bytes,
                                                   opts_.leader_codec);
+  const bool plain = !opts_.codec || opts_.codec->spec() == "none";
+  if (opts_.shared_memory && !group && plain) shared_ = SharedStep::open(world_, params, opts_.timeout);
+}
+
+bool DataParallelReducer::takes_update(const ops::optim::Config& c, const ops::optim::State& s) {
+  shard_ = shared_ && SharedStep::can_shard(c, s, buckets_.num_params());
+  return shard_;
 }
 
 AllReduceOptions DataParallelReducer::ring_options() const {
@@ -57,6 +64,10 @@ void DataParallelReducer::begin(int64_t samples) {
   start_cpu_ = process_cpu_seconds();
   samples_ = samples;
   pending_.reset();  // a step that failed before finish() left its worker: stop it
+  if (shard_) {
+    copied_.assign(buckets_.num_params(), false);
+    return;
+  }
   if (!overlap_) return;
   if (!guess_) {  // the first step: every rank must weight by the same count
     std::vector<double> first{double(samples)};
@@ -76,6 +87,14 @@ void DataParallelReducer::begin(int64_t samples) {
 }
 
 void DataParallelReducer::on_grad_ready(size_t param, const Tensor& grad) {
+  if (shard_) {  // into the segment while it is still in this core's cache
+    if (param < copied_.size() && size_t(grad.numel()) == buckets_.numel(param) && grad.dtype() == buckets_.dtype() &&
+        grad.is_contiguous()) {
+      shared_->copy_in(param, grad);
+      copied_[param] = true;
+    }
+    return;
+  }
   if (pending_ && param < buckets_.num_params() && size_t(grad.numel()) == buckets_.numel(param))
     pending_->ready(param, grad.raw_data());
 }
@@ -88,6 +107,31 @@ double DataParallelReducer::finish(const std::vector<Tensor>& grads, double loss
   const double busy = seconds(synced_.value_or(start_), entered);
   const double cpu = process_cpu_seconds() - (synced_cpu_ >= 0 ? synced_cpu_ : start_cpu_);
   phases_.backward = seconds(start_, entered);
+  last_shared_ = shard_;
+  if (shard_) {
+    entered_ = entered;
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (!copied_[i]) shared_->copy_in(i, grads[i]);
+    const auto records = shared_->exchange({double(samples_), double(samples_) * loss, busy, cpu});
+    phases_.counts = seconds(entered, Clock::now());
+    double total = 0, loss_sum = 0;
+    for (size_t r = 0; r < records.size(); ++r) {
+      total += records[r].samples;
+      loss_sum += records[r].loss_sum;
+      busy_[r] = records[r].busy;
+      cpu_[r] = records[r].cpu;
+    }
+    NX_CHECK(total > 0, "DataParallel.train_step: no rank has any samples in this step");
+    weights_.clear();
+    for (const auto& r : records) weights_.push_back(r.samples / total);
+    stats_ = {};  // nothing on a wire; what the ring would have sent, for the ratio
+    size_t n = 0;
+    for (size_t i = 0; i < buckets_.num_params(); ++i) n += buckets_.numel(i);
+    const size_t w = busy_.size();
+    stats_.bytes_uncompressed = uint64_t(2 * (w - 1) * n * itemsize(buckets_.dtype()) / w);
+    last_samples_ = int64_t(total);
+    return loss_sum / total;
+  }
   if (pending_) {
     stats_ = pending_->finish(grads);  // the buckets backward did not already hand over
     pending_.reset();
@@ -122,6 +166,16 @@ double DataParallelReducer::finish(const std::vector<Tensor>& grads, double loss
   phases_.reduction = seconds(entered, *synced_) - phases_.counts;
   last_samples_ = int64_t(total);
   return counts[1] / total;
+}
+
+void DataParallelReducer::update(const ops::optim::Config& c, double lr, const std::vector<Tensor>& params,
+                                 ops::optim::State& s) {
+  NX_ASSERT(shard_);
+  shared_->update(c, lr, params, weights_, s);
+  synced_ = Clock::now();
+  synced_cpu_ = process_cpu_seconds();
+  phases_.reduction = std::chrono::duration<double>(*synced_ - entered_).count() - phases_.counts;
+  stats_.seconds = phases_.reduction;
 }
 
 }  // namespace nexus::comm

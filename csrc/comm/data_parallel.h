@@ -14,6 +14,10 @@
 // Hierarchical reduction (a group and a cross-group Transport): see HierarchicalReducer; with
 // overlap its buckets go to the worker thread the same way.
 //
+// Shared memory (opts.shared_memory, flat reduction without a codec): when every rank is on one
+// machine, SharedStep replaces the ring and shards the optimizer update, from the first step whose
+// optimizer state allows it (SharedStep::can_shard); the counts go through the segment too.
+//
 // Busy seconds: the time from the previous step's reduction (the last moment the ranks were
 // together) to the end of this step's backward, so it holds the update, the caller's loop, the
 // data, forward and backward, and, on a rank that shares its core, the time the core spent on
@@ -30,6 +34,7 @@
 #include "comm/bucket.h"
 #include "comm/hierarchical.h"
 #include "comm/overlap.h"
+#include "comm/shared_step.h"
 #include "engine/grad_reducer.h"
 
 namespace nexus::comm {
@@ -43,6 +48,7 @@ struct DataParallelOptions {
                                               // one must be allowed to use the transport in turn)
   size_t segment_bytes = kMaxSegmentBytes;
   Timeout timeout = default_timeout();
+  bool shared_memory = true;  // ranks on one machine: SharedStep (flat reduction, codec "none")
 };
 
 class DataParallelReducer final : public engine::GradReducer {
@@ -56,7 +62,13 @@ class DataParallelReducer final : public engine::GradReducer {
   void begin(int64_t samples) override;
   void on_grad_ready(size_t param, const Tensor& grad) override;
   double finish(const std::vector<Tensor>& grads, double loss) override;
+  bool takes_update(const ops::optim::Config& c, const ops::optim::State& s) override;
+  void update(const ops::optim::Config& c, double lr, const std::vector<Tensor>& params, ops::optim::State& s) override;
 
+  // Whether the ranks share a segment (the step goes through SharedStep once the optimizer allows).
+  bool shared_memory() const { return shared_ != nullptr; }
+  // Whether the last step did (its update was sharded).
+  bool last_step_shared() const { return last_shared_; }
   size_t num_buckets() const { return buckets_.buckets().size(); }
   // Of the last step: the samples of all ranks, every rank's busy seconds, this rank's bytes
   // and seconds of the gradient reduction.
@@ -83,6 +95,11 @@ class DataParallelReducer final : public engine::GradReducer {
   std::unique_ptr<HierarchicalReducer> hier_;
   const bool overlap_;
   std::unique_ptr<OverlapReduction> pending_;  // this step's, with overlap
+  std::unique_ptr<SharedStep> shared_;         // null: the ranks reduce through the ring
+  bool shard_ = false, last_shared_ = false;   // this step (and the last) through shared_
+  std::vector<bool> copied_;                   // gradients already in this rank's slot, this step
+  std::vector<double> weights_;                // each rank's share of this step's samples
+  Clock::time_point entered_;                  // when finish() began
   std::optional<double> guess_;                // the previous step's global sample count
   std::optional<Clock::time_point> synced_;    // when the last reduction ended
   Clock::time_point start_;

@@ -140,8 +140,12 @@ std::vector<double> CompiledModel::profile(const Tensor& x, const Tensor& y) {
 
 double CompiledModel::train_step(const Tensor& x, const Tensor& y, const ops::optim::Config& opt, double lr,
                                  ops::optim::State& state, GradReducer* reducer) {
+  bool every_grad = device_.is_cpu();
+  for (int g : g_.param_grads) every_grad = every_grad && g >= 0;
+  const bool sharded = reducer && every_grad && reducer->takes_update(opt, state);
   const double loss = reducer ? reduced_forward_backward(x, y, *reducer) : forward_backward(x, y);
-  ops::optim::step(opt, lr, params_, grads_, state);
+  if (sharded) reducer->update(opt, lr, params_, state);
+  else ops::optim::step(opt, lr, params_, grads_, state);
   return loss;
 }
 

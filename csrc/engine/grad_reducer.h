@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/optim.h"
 #include "tensor/tensor.h"
 
 namespace nexus::engine {
@@ -24,6 +25,12 @@ class GradReducer {
   // After backward, before the update: reduces `grads` (one contiguous buffer each) in place and
   // returns the loss the step reports, given this rank's mean loss.
   virtual double finish(const std::vector<Tensor>& grads, double loss) = 0;
+  // Whether the reducer applies this step's optimizer update itself (sharded among the ranks, see
+  // comm::SharedStep). Asked before begin(), only when every parameter gets a gradient; when true,
+  // finish() may leave `grads` unreduced and update() replaces ops::optim::step.
+  virtual bool takes_update(const ops::optim::Config& /*c*/, const ops::optim::State& /*s*/) { return false; }
+  virtual void update(const ops::optim::Config& /*c*/, double /*lr*/, const std::vector<Tensor>& /*params*/,
+                      ops::optim::State& /*s*/) {}
 };
 
 }  // namespace nexus::engine

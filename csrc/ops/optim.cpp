@@ -224,8 +224,11 @@ void step(const Config& c, double lr, const std::vector<Tensor>& params, const s
              " but parameter 0 on ", device.str(), "; an optimizer updates the parameters of one device");
   check_state(c, params, s);
   for (size_t i = 0; i < params.size(); ++i)  // a model moved to another device takes its moments along
-    for (Tensor* buf : {&s.m[i], &s.v[i]})
+    for (Tensor* buf : {&s.m[i], &s.v[i]}) {
       if (buf->defined() && buf->device() != params[i].device()) *buf = to_device(*buf, params[i].device());
+      // Moments left in a data-parallel segment (Storage::shared): this update's are its own.
+      if (buf->defined() && buf->storage()->shared()) *buf = contiguous(*buf, /*force_copy=*/true);
+    }
   std::vector<Tensor> g = contiguous_grads(grads, kind_name(c.kind));
   double scale = c.clip_norm > 0 ? clip_scale(global_grad_norm(g), c.clip_norm) : 1.0;
 

@@ -41,6 +41,11 @@ class Storage {
   // their inner loop) beside it, made once instead of on every call.
   void mark_constant() { constant_.store(true, std::memory_order_release); }
   bool constant() const { return constant_.load(std::memory_order_acquire); }
+  // A shared storage's memory is also written by other processes (comm::SharedStep's segment,
+  // which holds an optimizer's moments during data-parallel training). An update outside that
+  // step must not write it: ops::optim::step copies such buffers first.
+  void mark_shared() { shared_.store(true, std::memory_order_release); }
+  bool shared() const { return shared_.load(std::memory_order_acquire); }
   // The derived form `key` names exactly (what form, and of which part: offset, sizes, strides):
   // made by `make` on first use, or again when a different key asks (one form is kept at a time).
   // Safe from several threads at once.
@@ -52,7 +57,7 @@ class Storage {
   size_t nbytes_;
   Device device_;
   std::function<void(void*)> deleter_;
-  std::atomic<bool> constant_{false};
+  std::atomic<bool> constant_{false}, shared_{false};
   std::mutex derived_mu_;
   std::vector<int64_t> derived_key_;
   std::shared_ptr<const void> derived_;

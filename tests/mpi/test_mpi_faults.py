@@ -22,3 +22,12 @@ def test_a_rank_that_never_arrives_times_out_naming_both_ranks(run_job):
     assert proc.returncode != 0
     assert "rank 0 (this rank) timed out" in out and "from rank 1" in out
     assert "CommError" in out and "rank 0 of 2 raised" in out
+
+
+def test_a_rank_that_never_joins_a_shared_memory_step_times_out_naming_it(run_job):
+    proc = run_job(2, "fault.py", "step_timeout", timeout_s=TIMEOUT_S, expect_ok=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "rank 0 (this rank) waited 3 s at the exchange of the step's counts for rank(s) 1" in out, out[-2000:]
+    assert "CommError" in out and "rank 0 of 2 raised" in out
+    assert "finished the step" not in out

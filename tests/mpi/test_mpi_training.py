@@ -66,3 +66,22 @@ def test_hierarchical_reduction_overlapped_or_not_trains_as_the_flat_ring(job):
         assert row["identical"], row
         assert row["max_diff"] <= 1e-5, row
 
+
+
+def test_ranks_on_one_machine_step_through_shared_memory_as_the_ring_does(job):
+    n, proc, _ = job
+    rows = by_check(proc, "shared_memory", n, per_rank=3)
+    assert {row["opt"] for row in rows} == {"sgd", "momentum", "adam_clip"}
+    for row in rows:
+        assert row["in_use"] == [True, False], row
+        # plain SGD is sharded from the first step; momentum and Adam create their moments first
+        first = row["opt"] == "sgd"
+        assert row["shared"] == [first] + [True] * (len(row["shared"]) - 1), row
+        assert not any(row["ring_shared"]), row
+        assert row["identical"] and row["state_identical"], row
+        assert row["weights_diff"] <= 1e-5 and row["state_diff"] <= 1e-5, row
+        assert row["steps_equal"], row
+        # after the data-parallel run, a rank's own update does not touch the other ranks' moments
+        assert row["alone_equal"], row
+    (left,) = by_check(proc, "segments_left", 1)
+    assert left["names"] == []  # unlinked once every rank had mapped it

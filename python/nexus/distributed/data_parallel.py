@@ -30,6 +30,17 @@ them, with ``last_cpu_seconds``: every rank's process CPU seconds over the same 
 CPU is the time a rank waited for its core). ``last_phases`` holds this rank's seconds in the
 call, forward+backward, the reduction after backward and the counts' exchange. ``lr_scale``
 multiplies the optimizer's learning rate (the scheduler's scaling rule).
+
+Ranks on one machine (the flat reduction without a codec) skip the ring: the ranks share one
+memory segment (csrc/comm/shared_step.h), each copies its gradient into its slot as backward
+makes it final, and each reduces and updates its own 1/N of the parameters (the optimizer's
+moments live in the segment, so every rank's optimizer state is whole), then copies the others'
+updated parts. That is 1/N of the reduction and of the update per rank, where the ring moved the
+gradient through MPI's buffers in lock step and every rank ran the whole update. The first step
+of an optimizer with moments runs unsharded (it creates them, as PyTorch does). The reduced
+gradient is summed in rank order, so weights stay identical on every rank bit for bit, and
+equal the ring's up to rounding. ``shared_memory=False`` keeps the ring; ``dp.shared_memory``
+says whether the segment is in use (it is not across machines, or where /dev/shm cannot hold it).
 """
 
 from __future__ import annotations
@@ -52,6 +63,8 @@ class DataParallel:
     whose cross-group ring uses ``leader_compression``; ``sharded``: None (sharded when the
     groups are of one size), True (a ValueError when they are not) or False (through leaders).
     ``overlap``: reduce while backward runs (MPI at MPI_THREAD_SERIALIZED or above).
+    ``shared_memory``: ranks on one machine reduce through a shared segment and shard the
+    optimizer update (module docstring); ``dp.shared_memory`` says whether they do.
     Construction broadcasts parameters and buffers from ``root``. Raises ValueError for a bad
     ``bucket_bytes``, codec, ``groups`` or ``sharded``.
 
@@ -59,7 +72,8 @@ class DataParallel:
     """
 
     def __init__(self, model, compression=None, bucket_bytes: int | None = None, root: int = 0,
-                 groups=None, leader_compression=None, overlap: bool = True, sharded: bool | None = None):
+                 groups=None, leader_compression=None, overlap: bool = True, sharded: bool | None = None,
+                 shared_memory: bool = True):
         self.model = model
         self.compression = _world.codec_spec(compression)
         self.leader_compression = _world.codec_spec(leader_compression)
@@ -81,7 +95,8 @@ class DataParallel:
             self._reducer = _C_mpi.DataParallelReducer(
                 w.transport, list(model.params.values()), bucket_bytes, self.compression,
                 self.leader_compression, self.overlap, group, cross, sharded,
-                segment_bytes=_C.comm.MAX_SEGMENT_BYTES, timeout_s=config.comm_timeout())
+                segment_bytes=_C.comm.MAX_SEGMENT_BYTES, timeout_s=config.comm_timeout(),
+                shared_memory=bool(shared_memory))
             for t in [*model.params.values(), *model.buffers.values()]:
                 _world.broadcast(t, root=root)
         self.last_samples = 0  # samples of all ranks in the last step
@@ -91,6 +106,12 @@ class DataParallel:
         # reduction after backward (its tail and the wait for slower ranks), the counts' exchange
         self.last_phases = {"call": 0.0, "backward": 0.0, "reduction": 0.0, "counts": 0.0}
         self._synced = None  # when the last step ended, and the CPU time then (a world of one)
+
+    @property
+    def shared_memory(self) -> bool:
+        """Whether the ranks step through a shared-memory segment (all on one machine, no codec,
+        no groups) rather than the ring. False in a world of one."""
+        return bool(self._reducer is not None and self._reducer.shared_memory)
 
     @property
     def num_buckets(self) -> int:

@@ -241,10 +241,12 @@ class StepTimes:
     the reduction after backward, the counts' exchange), every rank's busy seconds, this rank and
     the step's wall seconds (from the end of the previous step). It books:
 
-    - compute: the call less its reduction and exchange (data, forward, backward, update);
+    - compute: the call less its reduction and exchange (data, forward, backward, and the
+      optimizer update when the step goes through the ring);
     - waiting: for the slowest rank (the busiest rank's busy seconds less this rank's), at most
       the time this rank spent in the reduction and exchange;
-    - reduction: the rest of that time (moving and summing the gradient, the counts);
+    - reduction: the rest of that time (moving and summing the gradient, the counts; through
+      shared memory also this rank's part of the sharded update and the copy of the others');
     - overhead: the wall time outside the call (the loop, the log, the heat map, rebalancing).
 
         >>> t = StepTimes()

@@ -103,3 +103,53 @@ for labels in layouts:
         report(check="hierarchical_training", labels=labels, overlap=dp.overlap,
                max_diff=float(np.abs(flat(model) - flat_ref).max()), identical=same_everywhere(model))
 
+
+# ---- ranks on one machine step through shared memory (csrc/comm/shared_step.h): against the
+# ring, for plain SGD (sharded from the first step), momentum and Adam with clipping (their first
+# step runs unsharded: it creates the moments); unequal shares, one rank empty at 4 ranks. Every
+# rank's optimizer state is whole (what a checkpoint of any rank saves), and an update after the
+# data-parallel run (each rank alone, on its own rows) writes only that rank's moments.
+def moments(state):
+    return np.concatenate([v.ravel() for _, v in sorted(state["state"].items())] or [np.zeros(1, np.float32)])
+
+
+checkpoint = sys.argv[1] + f".rank{RANK}.safetensors"
+for name, make in (("sgd", lambda: nx.optim.SGD(lr=0.1)),
+                   ("momentum", lambda: nx.optim.SGD(lr=0.1, momentum=0.9, nesterov=True)),
+                   ("adam_clip", lambda: nx.optim.Adam(lr=1e-2, clip_norm=0.5))):
+    runs = {}
+    for shared_memory in (True, False):
+        model = build(opt=make())
+        dp = dist.DataParallel(model, shared_memory=shared_memory)
+        shared = []
+        for xb, yb in nx.data.DataLoader((x, y), batch_size=B, seed=2, rank=RANK, shares=shares):
+            dp.train_step(xb, yb)
+            shared.append(dp._reducer.last_step_shared)
+        runs[shared_memory] = dict(model=model, in_use=dp.shared_memory, shared=shared, weights=flat(model),
+                                   state=model.optimizer.state_dict())
+    shm, ring = runs[True], runs[False]
+    every_state = dist.all_gather(moments(shm["state"])[None, :])
+    model = shm["model"]
+    identical = same_everywhere(model)
+    model.save(checkpoint)
+    alone = nx.checkpoint.load(checkpoint)
+    os.remove(checkpoint)
+    rows = slice(RANK * 7, RANK * 7 + B)
+    model.train_step(x[rows], y[rows])
+    alone.train_step(x[rows], y[rows])
+    report(check="shared_memory", opt=name, in_use=[shm["in_use"], ring["in_use"]], shared=shm["shared"],
+           ring_shared=ring["shared"], identical=identical,
+           state_identical=all(np.array_equal(every_state[r], every_state[0]) for r in range(N)),
+           weights_diff=float(np.abs(shm["weights"] - ring["weights"]).max()),
+           state_diff=float(np.abs(moments(shm["state"]) - moments(ring["state"])).max()),
+           steps_equal=bool(shm["state"]["step"] == ring["state"]["step"]
+                            and np.array_equal(shm["state"]["param_steps"], ring["state"]["param_steps"])),
+           alone_equal=bool(np.array_equal(flat(model), flat(alone))
+                            and np.array_equal(moments(model.optimizer.state_dict()),
+                                               moments(alone.optimizer.state_dict()))))
+
+# ---- every segment rank 0 made (its name carries rank 0's pid) is gone from /dev/shm -----------
+if RANK == 0:
+    left = [f for f in os.listdir("/dev/shm") if f.startswith(f"nexus-dp-{os.getpid()}-")] \
+        if os.path.isdir("/dev/shm") else []
+    report(check="segments_left", names=left)
