@@ -214,7 +214,8 @@ def worker(args) -> None:
                                     compute_seconds=comm.allreduce(compute_seconds(), op=MPI.MAX))
         spec, reason = choice.ring, choice.reason
     nx.manual_seed(0)  # the same dropout masks in every run (auto's probe drew from the generator)
-    dp = dist.DataParallel(model, compression=None if spec == "none" else spec)
+    # the ranks stand for machines joined by the shaped link: the ring, never shared memory
+    dp = dist.DataParallel(model, compression=None if spec == "none" else spec, shared_memory=False)
     loader = DataLoader((x_train, y_train), batch_size=32, shuffle=True, seed=0, rank=dp.rank,
                         world_size=dp.world_size)
 
