@@ -44,6 +44,10 @@ const std::vector<Knob>& knobs() {
        K::Bool},
       {"NEXUS_COMM_TIMEOUT", "300",
        "seconds any one distributed wait (ring message, barrier, broadcast) may take before CommError", K::Seconds},
+      {"NEXUS_DP_SHARED_MEMORY", "1",
+       "1/true/yes/on: data-parallel ranks on one machine step through a shared-memory segment, the optimizer "
+       "update sharded among them; 0/false/no/off: through the ring (one rank saying 0 makes every rank use it)",
+       K::Bool},
   };
   return list;
 }

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <ctime>
 
+#include "base/env.h"
 #include "base/error.h"
 
 namespace nexus::comm {
@@ -36,7 +37,11 @@ DataParallelReducer::DataParallelReducer(Transport& world, const std::vector<Ten
     hier_ = std::make_unique<HierarchicalReducer>(*group, cross, opts_.sharded, params, opts_.bucket_bytes,
                                                   opts_.leader_codec);
   const bool plain = !opts_.codec || opts_.codec->spec() == "none";
-  if (opts_.shared_memory && !group && plain) shared_ = SharedStep::open(world_, params, opts_.timeout);
+  // Every rank takes part in the handshake (its wish is its answer), so ranks that disagree
+  // fall back to the ring together instead of waiting for each other.
+  if (!group && plain)
+    shared_ =
+        SharedStep::open(world_, params, opts_.shared_memory && knob_bool("NEXUS_DP_SHARED_MEMORY"), opts_.timeout);
 }
 
 bool DataParallelReducer::takes_update(const ops::optim::Config& c, const ops::optim::State& s) {

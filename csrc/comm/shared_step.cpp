@@ -139,14 +139,16 @@ void* create_segment(Offer& offer, size_t bytes) {
 
 }  // namespace
 
-std::unique_ptr<SharedStep> SharedStep::open(Transport& world, const std::vector<Tensor>& params, Timeout timeout) {
+std::unique_ptr<SharedStep> SharedStep::open(Transport& world, const std::vector<Tensor>& params, bool wanted,
+                                             Timeout timeout) {
   const int rank = world.rank(), size = world.size();
   if (size < 2 || params.empty()) return nullptr;
   // What this rank can take part with. Every rank goes through the whole handshake whatever it
   // finds here (ranks may differ, say one with its parameters on a device), so that no rank
   // waits for one that skipped it; any rank that cannot join makes all of them keep the ring.
-  bool usable = params[0].defined() && (params[0].dtype() == DType::Float32 || params[0].dtype() == DType::Float64);
-  const DType dtype = usable ? params[0].dtype() : DType::Float32;
+  bool usable =
+      wanted && params[0].defined() && (params[0].dtype() == DType::Float32 || params[0].dtype() == DType::Float64);
+  const DType dtype = params[0].defined() ? params[0].dtype() : DType::Float32;
   size_t n = 0;
   for (const Tensor& p : params) {
     usable = usable && p.defined() && p.dtype() == dtype && p.device().is_cpu() && p.is_contiguous();

@@ -43,9 +43,11 @@ class SharedStep {
     double samples = 0, loss_sum = 0, busy = 0, cpu = 0;
   };
 
-  // Collective over `world`. params: float32 or float64, one dtype, on the host. Null (on every
-  // rank) when the ranks do not share a machine, the segment would not fit, or any rank fails.
-  static std::unique_ptr<SharedStep> open(Transport& world, const std::vector<Tensor>& params, Timeout timeout);
+  // Collective over `world`: every rank calls it, with or without `wanted`. params: float32 or
+  // float64, one dtype, on the host. Null (on every rank) when any rank does not want it, the
+  // ranks do not share a machine, the segment would not fit, or any rank fails.
+  static std::unique_ptr<SharedStep> open(Transport& world, const std::vector<Tensor>& params, bool wanted,
+                                          Timeout timeout);
   ~SharedStep();
   SharedStep(const SharedStep&) = delete;
   SharedStep& operator=(const SharedStep&) = delete;

@@ -211,7 +211,8 @@ class Model:
         ``batch_size`` (an even split, or ``shares``: per-rank sizes summing to batch_size);
         gradients are reduced with ``compression`` (a codec spec) in buckets of
         ``bucket_bytes``; weights stay identical on every rank; progress and ``log_file`` come
-        from rank 0 only.
+        from rank 0 only. Ranks on one machine without a codec step through shared memory, the
+        optimizer update sharded among them (``DataParallel(shared_memory=True)``).
         """
         x = np.ascontiguousarray(_as_array(x), dtype=self._dtype)
         y = np.ascontiguousarray(_as_array(y))

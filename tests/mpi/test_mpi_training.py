@@ -85,3 +85,11 @@ def test_ranks_on_one_machine_step_through_shared_memory_as_the_ring_does(job):
         assert row["alone_equal"], row
     (left,) = by_check(proc, "segments_left", 1)
     assert left["names"] == []  # unlinked once every rank had mapped it
+
+
+def test_one_rank_declining_shared_memory_keeps_every_rank_on_the_ring(job):
+    n, proc, _ = job
+    rows = by_check(proc, "one_rank_declines", n)
+    assert [row["in_use"] for row in rows] == [False] * n
+    assert all(row["identical"] for row in rows)
+    assert max(row["max_diff"] for row in rows) <= 1e-5  # the same training as the flat ring's

@@ -28,6 +28,7 @@ BAD_VALUES = [
     ("NEXUS_JIT", "maybe", "true, false, yes, no, on, off"),
     ("NEXUS_JIT", "2", "true, false, yes, no, on, off"),
     ("NEXUS_COMM_TIMEOUT", "soon", "seconds > 0"),
+    ("NEXUS_DP_SHARED_MEMORY", "sometimes", "true, false, yes, no, on, off"),
     ("NEXUS_COMM_TIMEOUT", "-5", "seconds > 0"),
     ("NEXUS_JIT_CXXFLAGS", "-O2 -ffast-math", "-ffast-math"),
 ]
@@ -170,3 +171,10 @@ def test_a_fused_kernel_with_fast_math_flags_is_refused(tmp_path):
     r = run_fused_exp(tmp_path, "-O2 -ffast-math")
     assert "NEXUS_JIT_CXXFLAGS" in r["error"] and "-ffast-math is refused" in r["error"]
     assert not (tmp_path / "kernels").exists() or not list((tmp_path / "kernels").glob("*.so"))
+
+
+def test_the_readme_documents_every_knob():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme[readme.index("## Environment knobs"):readme.index("## Build options")]
+    missing = [name for name, *_ in nx._C.knobs() if f"| `{name}` |" not in table]
+    assert not missing, f"README's Environment knobs table lacks {missing}"

@@ -64,7 +64,9 @@ class DataParallel:
     groups are of one size), True (a ValueError when they are not) or False (through leaders).
     ``overlap``: reduce while backward runs (MPI at MPI_THREAD_SERIALIZED or above).
     ``shared_memory``: ranks on one machine reduce through a shared segment and shard the
-    optimizer update (module docstring); ``dp.shared_memory`` says whether they do.
+    optimizer update (module docstring; ``NEXUS_DP_SHARED_MEMORY=0`` turns it off for every
+    DataParallel); ``dp.shared_memory`` says whether they do (False on every rank when any rank
+    declines or cannot map the segment).
     Construction broadcasts parameters and buffers from ``root``. Raises ValueError for a bad
     ``bucket_bytes``, codec, ``groups`` or ``sharded``.
 

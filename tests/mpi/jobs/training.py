@@ -83,7 +83,7 @@ report(check="fit_int8", identical=same_everywhere(model), loss=history["loss"],
 runs = {}
 for overlap in (True, False):
     model = build()
-    dp = dist.DataParallel(model, bucket_bytes=2048, overlap=overlap)
+    dp = dist.DataParallel(model, bucket_bytes=2048, overlap=overlap, shared_memory=False)  # the ring's overlap
     for xb, yb in nx.data.DataLoader((x, y), batch_size=B, seed=2, rank=RANK, shares=shares):
         dp.train_step(xb, yb)
     runs[overlap] = (flat(model), dp.overlap)
@@ -147,6 +147,18 @@ for name, make in (("sgd", lambda: nx.optim.SGD(lr=0.1)),
            alone_equal=bool(np.array_equal(flat(model), flat(alone))
                             and np.array_equal(moments(model.optimizer.state_dict()),
                                                moments(alone.optimizer.state_dict()))))
+
+# ---- one rank that says no (NEXUS_DP_SHARED_MEMORY=0, or a rank on another machine) makes every
+# rank keep the ring, with no rank left waiting
+if RANK == N - 1:
+    os.environ["NEXUS_DP_SHARED_MEMORY"] = "0"
+model = build()
+dp = dist.DataParallel(model)
+for xb, yb in nx.data.DataLoader((x, y), batch_size=B, seed=2, rank=RANK, shares=shares):
+    dp.train_step(xb, yb)
+os.environ.pop("NEXUS_DP_SHARED_MEMORY", None)
+report(check="one_rank_declines", in_use=dp.shared_memory, identical=same_everywhere(model),
+       max_diff=float(np.abs(flat(model) - flat_ref).max()))
 
 # ---- every segment rank 0 made (its name carries rank 0's pid) is gone from /dev/shm -----------
 if RANK == 0:
