@@ -206,20 +206,24 @@ def mpiexec() -> str:
     return launcher if os.path.exists(launcher) else "mpiexec"
 
 
-def run_uneven_job(program: list[str], timeout: float) -> int:
+def run_uneven_job(program: list[str], timeout: float, ranks: int | None = None) -> int:
     """Runs `program` as the heterogeneous 3-rank job: rank 0 alone on the first CPU, ranks 1 and
-    2 sharing the second (`taskset`), one thread each. Returns its exit code; a job past
-    `timeout` seconds is killed with everything it started, and returns 1."""
+    2 sharing the second (`taskset`), one thread each; or, with `ranks`, as that many ranks under
+    a plain `mpiexec -n` (placed by the OS). Returns its exit code; a job past `timeout` seconds
+    is killed with everything it started, and returns 1."""
     import signal
     import subprocess
 
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        raise SystemExit(f"{os.path.basename(program[1])} needs 2 cores: rank 0 alone on one, ranks 1-2 "
-                         "on the other")
     env = {**os.environ, "NEXUS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    cmd = [mpiexec(), "-n", "1", "taskset", "-c", str(cpus[0]), *program,
-           ":", "-n", "2", "taskset", "-c", str(cpus[1]), *program]
+    if ranks is not None:
+        cmd = [mpiexec(), "-n", str(ranks), *program]
+    else:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            raise SystemExit(f"{os.path.basename(program[1])} needs 2 cores: rank 0 alone on one, ranks 1-2 "
+                             "on the other")
+        cmd = [mpiexec(), "-n", "1", "taskset", "-c", str(cpus[0]), *program,
+               ":", "-n", "2", "taskset", "-c", str(cpus[1]), *program]
     print(f"$ {' '.join(cmd)}", flush=True)
     job = subprocess.Popen(cmd, env=env, start_new_session=True)  # its own process group
     try:

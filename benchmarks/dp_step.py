@@ -4,6 +4,7 @@ PyTorch DistributedDataParallel (gloo), side by side in one job.
     python benchmarks/dp_step.py                 # launches the job below and prints the table
     mpiexec -n 1 taskset -c 0 python benchmarks/dp_step.py --child : \\
             -n 2 taskset -c 1 python benchmarks/dp_step.py --child   (what the above runs)
+    python benchmarks/dp_step.py --ranks 2       # plain `mpiexec -n 2`, an even split
 
 The job is the heterogeneous benchmark's (benchmarks/hetero.py): 3 ranks with one thread each,
 rank 0 alone on one core, ranks 1 and 2 sharing the other; the model a new user tried there (MLP
@@ -11,7 +12,8 @@ rank 0 alone on one core, ranks 1 and 2 sharing the other; the model a new user 
 [1/2, 1/4, 1/4] (the ranks' rates). Before timing, the three engines train 3 steps from the same
 weights on an even split and their losses and weights are compared (Nexus's two paths within
 1e-5 of each other, PyTorch within 1e-4). Then rounds of 10 steps per engine, alternating; each
-step starts after a barrier and counts the slowest rank; medians.
+step starts after a barrier and counts the slowest rank; medians. With --ranks N the job is N
+ranks under a plain mpiexec (one thread each, placed by the OS) and each batch is split evenly.
 """
 
 from __future__ import annotations
@@ -161,6 +163,8 @@ def main() -> int:
     ap.add_argument("--batches", type=lambda v: [int(w) for w in v.split(",")], default=[96, 384],
                     help="global batches, comma-separated")
     ap.add_argument("--rounds", type=int, default=20, help="rounds of 10 steps per engine")
+    ap.add_argument("--ranks", type=int, default=None,
+                    help="N ranks under a plain mpiexec -n N, even split (default: the uneven 3-rank job)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the job is killed")
     ap.add_argument("--child", action="store_true", help="one rank of the job (under mpiexec)")
     args = ap.parse_args()
@@ -168,7 +172,8 @@ def main() -> int:
         return child(args)
     return run_uneven_job([sys.executable, os.path.abspath(__file__), "--child",
                            f"--batches={','.join(map(str, args.batches))}", f"--rounds={args.rounds}"],
-                          args.timeout)
+                          args.timeout, args.ranks)
+
 
 if __name__ == "__main__":
     sys.exit(main())
