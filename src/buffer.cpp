@@ -64,14 +64,16 @@ DType from_dl(DLDataType d) {
                       "); supported: float16/32/64, bfloat16, int32, int64, bool"));
 }
 
+// What an export holds: the storage its pointer is into (a tensor may move to another storage
+// meanwhile, Tensor::rebind), not the tensor.
 struct ExportCtx {
-  Tensor tensor;
+  std::shared_ptr<Storage> storage;
   std::vector<int64_t> shape, strides;
   DLManagedTensor managed;
 };
 
 py::capsule to_dlpack(const Tensor& t) {
-  auto* ctx = new ExportCtx{t, t.shape(), t.strides(), {}};
+  auto* ctx = new ExportCtx{t.storage(), t.shape(), t.strides(), {}};
   DLTensor& d = ctx->managed.dl_tensor;
   d.data = t.raw_data();
   d.device = {kDLCPU, 0};
@@ -192,7 +194,41 @@ static void check_host(const Tensor& t, const char* what) {
                 "; copy it to the host first with .cpu()");
 }
 
+// A buffer (memoryview, np.asarray) holds the storage it points into as well as the tensor: the
+// tensor may move to another storage while the buffer lives (Tensor::rebind). pybind11 fills the
+// view; these wrap its slots to keep the storage beside what it keeps in view->internal.
+static getbufferproc g_fill_buffer = nullptr;
+static releasebufferproc g_release_buffer = nullptr;
+
+namespace {
+
+struct HeldBuffer {
+  void* internal;  // pybind11's
+  std::shared_ptr<Storage> storage;
+};
+
+int get_buffer_holding_storage(PyObject* obj, Py_buffer* view, int flags) {
+  if (g_fill_buffer(obj, view, flags) != 0) return -1;
+  view->internal = new HeldBuffer{view->internal, py::handle(obj).cast<const Tensor&>().storage()};
+  return 0;
+}
+
+void release_buffer_holding_storage(PyObject* obj, Py_buffer* view) {
+  auto* held = static_cast<HeldBuffer*>(view->internal);
+  view->internal = held->internal;
+  delete held;
+  if (g_release_buffer) g_release_buffer(obj, view);
+}
+
+}  // namespace
+
 void bind_buffer(py::module_& m, py::class_<Tensor>& tensor) {
+  auto* type = reinterpret_cast<PyHeapTypeObject*>(tensor.ptr());
+  g_fill_buffer = type->as_buffer.bf_getbuffer;
+  g_release_buffer = type->as_buffer.bf_releasebuffer;
+  NX_ASSERT(g_fill_buffer != nullptr && type->ht_type.tp_as_buffer == &type->as_buffer);
+  type->as_buffer.bf_getbuffer = get_buffer_holding_storage;
+  type->as_buffer.bf_releasebuffer = release_buffer_holding_storage;
   tensor.def_buffer([](const Tensor& t) {
     NX_CHECK_TYPE(t_buffer_exports, "nx.jit: the buffer protocol on a tensor while tracing");
     check_host(t, "a buffer");
@@ -203,7 +239,10 @@ void bind_buffer(py::module_& m, py::class_<Tensor>& tensor) {
   tensor.def("numpy", [](py::object self) {
     const Tensor& t = self.cast<const Tensor&>();
     check_host(t, "numpy");
-    return py::array(to_numpy_dtype(t.dtype()), t.shape(), byte_strides(t), t.raw_data(), self);
+    // The array keeps the storage alive, not the tensor, which may move to another (rebind).
+    auto* keep = new std::shared_ptr<Storage>(t.storage());
+    py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
+    return py::array(to_numpy_dtype(t.dtype()), t.shape(), byte_strides(t), t.raw_data(), owner);
   });
   // np.asarray(t) where the buffer protocol is refused (a device tensor; a trace): without this,
   // numpy would fall back to reading the tensor as a sequence, element by element.

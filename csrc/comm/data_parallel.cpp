@@ -5,6 +5,7 @@
 
 #include "base/env.h"
 #include "base/error.h"
+#include "ops/optim.h"
 
 namespace nexus::comm {
 
@@ -14,12 +15,6 @@ double process_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
-
-template <class T> void scale(const Tensor& g, double factor) {
-  T* p = g.data<T>();
-  const T f = T(factor);
-  for (int64_t k = 0; k < g.numel(); ++k) p[k] *= f;
 }
 
 }  // namespace
@@ -157,8 +152,7 @@ double DataParallelReducer::finish(const std::vector<Tensor>& grads, double loss
   const double share = double(samples_) / total;
   if (overlap_) {
     if (total != *guess_)  // weighted by samples / guess: make it samples / total
-      for (const Tensor& g : grads)
-        buckets_.dtype() == DType::Float64 ? scale<double>(g, *guess_ / total) : scale<float>(g, *guess_ / total);
+      ops::optim::scale_(grads, *guess_ / total);
     guess_ = total;
   } else if (hier_) {
     stats_ = hier_->reduce(buckets_, grads, share, ring_options());

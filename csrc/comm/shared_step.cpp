@@ -90,17 +90,6 @@ void reduce_part(T* out, const std::vector<const T*>& in, const std::vector<doub
   }
 }
 
-template <class T> double sum_squares(const T* x, size_t n) {
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
-  return s;
-}
-
-template <class T> void scale(T* x, size_t n, double f) {
-  const T t = T(f);
-  for (size_t i = 0; i < n; ++i) x[i] *= t;
-}
-
 }  // namespace
 
 struct SharedStep::Mapping {
@@ -235,15 +224,37 @@ SharedStep::SharedStep(std::shared_ptr<Mapping> map, const std::vector<Tensor>& 
     numel_.push_back(size_t(p.numel()));
     n_ += size_t(p.numel());
   }
+  // One storage per parameter over its place in the published region, marked shared: an update
+  // outside this step (ops::optim::step) moves the parameter back to memory of its own first.
+  char* published = static_cast<char*>(slot(size_));
+  for (size_t i = 0; i < numel_.size(); ++i) {
+    published_.push_back(
+        std::make_shared<Storage>(published + offset_[i] * item_, numel_[i] * item_, [keep = map_](void*) {}));
+    published_.back()->mark_shared();
+  }
 }
 
-SharedStep::~SharedStep() = default;
+// Parameters still in the segment get memory of their own again, with their current values
+// (nothing writes the segment now: a rank writes its part only between two meetings of all).
+SharedStep::~SharedStep() {
+  for (size_t i = 0; i < bound_.size(); ++i) {
+    const Tensor& p = bound_[i];
+    if (!p.defined() || p.storage() != published_[i]) continue;
+    auto own = std::make_shared<Storage>(numel_[i] * item_);
+    std::memcpy(own->data(), published_[i]->data(), numel_[i] * item_);
+    p.rebind(std::move(own), 0);
+  }
+}
 
 size_t SharedStep::bytes() const { return map_->bytes; }
 
 void* SharedStep::slot(int r) const {
   // r in [0, size): gradient slots; size: the published parameters; size + 1, + 2: the moments.
   return static_cast<char*>(map_->base) + header_bytes(size_) + size_t(r) * region_bytes(n_, item_);
+}
+
+Tensor SharedStep::view(void* at, size_t n) const {
+  return Tensor::view_of(std::make_shared<Storage>(at, n * item_, [](void*) {}), 0, {int64_t(n)}, {1}, dtype_);
 }
 
 void SharedStep::barrier(const char* phase) {
@@ -338,6 +349,23 @@ void SharedStep::bind_state(const ops::optim::Config& c, ops::optim::State& s) {
   }
 }
 
+// Parameters not in the segment (the first sharded step, or one an update outside this step moved
+// out) put this rank's part of their values there, as bind_state does for the moments: the
+// values are the same on every rank, and after this step's second meeting all parts are in.
+void SharedStep::bind_params(const std::vector<Tensor>& params) {
+  if (bound_.empty()) bound_.resize(numel_.size());
+  char* published = static_cast<char*>(slot(size_));
+  for (size_t i = 0; i < numel_.size(); ++i) {
+    NX_ASSERT(params[i].defined() && size_t(params[i].numel()) == numel_[i] && params[i].dtype() == dtype_ &&
+              params[i].is_contiguous() && params[i].device().is_cpu());
+    if (params[i].storage() == published_[i]) continue;
+    const size_t a = std::max(lo_, offset_[i]), b = std::min(hi_, offset_[i] + numel_[i]);
+    if (a < b)
+      std::memcpy(published + a * item_, static_cast<const char*>(params[i].raw_data()) + (a - offset_[i]) * item_,
+                  (b - a) * item_);
+  }
+}
+
 void SharedStep::reduce(size_t a, size_t b, const std::vector<double>& weights) {
   char* out = static_cast<char*>(slot(rank_)) + a * item_;  // this rank's part of its own slot
   if (dtype_ == DType::Float64) {
@@ -351,37 +379,27 @@ void SharedStep::reduce(size_t a, size_t b, const std::vector<double>& weights) 
   }
 }
 
-void SharedStep::step(size_t a, size_t b, const ops::optim::Config& c, double lr, const std::vector<Tensor>& params,
-                      const ops::optim::State& s) {
+void SharedStep::step(size_t a, size_t b, const ops::optim::Config& c, double lr, const ops::optim::State& s) {
   // The flat range [a, b), parameter by parameter, through the one optimizer kernel: views of the
-  // parameters, of the reduced gradient in this rank's slot and of the segment's moments (through
-  // storages not marked shared: this is the step that owns them).
-  const auto view = [&](void* at, size_t n) {
-    return Tensor::view_of(std::make_shared<Storage>(at, n * item_, [](void*) {}), 0, {int64_t(n)}, {1}, dtype_);
-  };
+  // segment's parameters, of the reduced gradient in this rank's slot and of the segment's
+  // moments (through storages not marked shared: this is the step that owns them).
   char* reduced = static_cast<char*>(slot(rank_));
+  char* published = static_cast<char*>(slot(size_));
   ops::optim::State piece;
   piece.step = s.step;
   std::vector<Tensor> ps, gs;
-  std::vector<std::pair<size_t, size_t>> ranges;
   for (size_t i = 0; i < numel_.size(); ++i) {
     const size_t lo = std::max(a, offset_[i]), hi = std::min(b, offset_[i] + numel_[i]);
     if (lo >= hi) continue;
     const size_t skip = lo - offset_[i];
-    ps.push_back(
-        Tensor::view_of(params[i].storage(), params[i].offset() + int64_t(skip), {int64_t(hi - lo)}, {1}, dtype_));
+    ps.push_back(view(published + lo * item_, hi - lo));
     gs.push_back(view(reduced + lo * item_, hi - lo));
     piece.param_steps.push_back(s.param_steps.empty() ? 0 : s.param_steps[i]);
     for (auto [from, to] : {std::pair{&s.m, &piece.m}, std::pair{&s.v, &piece.v}})
       if (from->empty() || !(*from)[i].defined()) to->emplace_back();
       else to->push_back(view(static_cast<char*>((*from)[i].raw_data()) + skip * item_, hi - lo));
-    ranges.emplace_back(lo, hi);
   }
-  if (ps.empty()) return;
-  ops::optim::step(c, lr, ps, gs, piece);
-  char* published = static_cast<char*>(slot(size_));
-  for (size_t k = 0; k < ps.size(); ++k)
-    std::memcpy(published + ranges[k].first * item_, ps[k].raw_data(), (ranges[k].second - ranges[k].first) * item_);
+  if (!ps.empty()) ops::optim::step(c, lr, ps, gs, piece);
 }
 
 void SharedStep::update(const ops::optim::Config& c, double lr, const std::vector<Tensor>& params,
@@ -397,36 +415,27 @@ void SharedStep::update(const ops::optim::Config& c, double lr, const std::vecto
   lo_ = cut(before);
   hi_ = rank_ + 1 == size_ ? n_ : cut(before + weights[size_t(rank_)]);
   bind_state(c, s);
+  bind_params(params);
   ops::optim::Config local = c;
   reduce(lo_, hi_, weights);
   if (c.clip_norm > 0) {  // the norm of the whole reduced gradient: every rank's part of it
-    char* part = static_cast<char*>(slot(rank_)) + lo_ * item_;
-    map_->records()[rank_].sumsq = dtype_ == DType::Float64
-                                       ? sum_squares(reinterpret_cast<const double*>(part), hi_ - lo_)
-                                       : sum_squares(reinterpret_cast<const float*>(part), hi_ - lo_);
+    const Tensor part = view(static_cast<char*>(slot(rank_)) + lo_ * item_, hi_ - lo_);
+    map_->records()[rank_].sumsq = ops::optim::sum_squares({part});
     barrier("exchange of the gradient's norm");
     double total = 0;
     for (int r = 0; r < size_; ++r) total += map_->records()[r].sumsq;
-    const double coef = c.clip_norm / (std::sqrt(total) + 1e-6);  // torch's clip_grad_norm_
-    if (coef < 1.0) {
-      if (dtype_ == DType::Float64) scale(reinterpret_cast<double*>(part), hi_ - lo_, coef);
-      else scale(reinterpret_cast<float*>(part), hi_ - lo_, coef);
-    }
+    const double coef = ops::optim::clip_scale(std::sqrt(total), c.clip_norm);
+    if (coef != 1.0) ops::optim::scale_({part}, coef);
     local.clip_norm = 0;
   }
-  step(lo_, hi_, local, lr, params, s);
+  step(lo_, hi_, local, lr, s);
   barrier("exchange of the updated parameters");
-  char* published = static_cast<char*>(slot(size_));
-  for (size_t i = 0; i < numel_.size(); ++i) {  // everyone else's parts
-    char* dst = static_cast<char*>(params[i].raw_data());
-    const size_t first = offset_[i], last = offset_[i] + numel_[i];
-    for (size_t a = first; a < last;) {
-      const bool mine = a >= lo_ && a < hi_;
-      const size_t b = mine ? std::min(last, hi_) : (a < lo_ ? std::min(last, lo_) : last);
-      if (!mine) std::memcpy(dst + (a - first) * item_, published + a * item_, (b - a) * item_);
-      a = b;
+  // Every part is in the segment now: parameters not there yet move in, and none is copied.
+  for (size_t i = 0; i < numel_.size(); ++i)
+    if (params[i].storage() != published_[i]) {
+      params[i].rebind(published_[i], 0);
+      bound_[i] = params[i];
     }
-  }
   if (s.param_steps.empty()) s.param_steps.assign(numel_.size(), 0);
   if (s.m.empty()) s.m.resize(numel_.size());
   if (s.v.empty()) s.v.resize(numel_.size());

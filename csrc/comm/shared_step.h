@@ -6,16 +6,20 @@
 // by the sender, out by the receiver, in 2(N-1) lock-step exchanges), and then every rank runs the
 // whole optimizer update. Here each rank copies its gradient once into its slot of the segment
 // (while backward runs, as each one becomes final), the ranks meet once, each reduces and updates
-// its own part of the flat parameter vector (its share of the step's samples) (reading the N slots directly), publishes the updated
-// values, the ranks meet again, and each copies the others' updated values into its parameters.
-// Per rank that is its share of the reduction and of the update (1/N for an even split), two
-// copies of the model and two waits.
+// its own part of the flat parameter vector (its share of the step's samples), reading the N
+// slots directly and writing the parameters in place, and the ranks meet again. Per rank that is
+// its share of the reduction and of the update (1/N for an even split), one copy of its gradient
+// and two waits.
 //
 // Layout of the segment: a control block (the barrier's counter and futex word, one record per
-// rank for the step's counts), then N gradient slots, the published parameters, and the
-// optimizer's two moment buffers. The moments live in the segment and every rank's
-// optimizer::State points into it, so the state any rank holds (and saves in a checkpoint) is the
-// whole, current state, though each rank updates only its part.
+// rank for the step's counts), then N gradient slots, the parameters, and the optimizer's two
+// moment buffers. The parameters and moments live in the segment: from the first sharded step
+// every rank's parameter tensors are moved there (Tensor::rebind; the model, its optimizer and
+// Python keep their handles) and its optimizer::State points there, so every rank's model, state
+// and checkpoint is whole, current and the same, though each rank updates only its part. An
+// update outside this step (ops::optim::step, on one rank) first moves that rank's parameters and
+// moments back to memory of their own (Storage::shared), and so do the parameters when the step
+// is destroyed: no rank writes another's weights outside the step.
 //
 // The segment is made by rank 0 (shm_open with a random name, posix_fallocate so that a full
 // /dev/shm is an error now rather than a SIGBUS later), opened by the others, and unlinked once
@@ -62,9 +66,9 @@ class SharedStep {
   // Publishes this rank's record, waits for every rank and returns all records, in rank order.
   std::vector<Record> exchange(const Record& mine);
   // After exchange(): reduces this rank's part of the gradient with `weights` (one per rank: its
-  // share of the step's samples, which also sizes the parts), updates that part of the parameters and moments, waits for
-  // every rank and copies the others' parts into `params`. Increments s.step and every
-  // parameter's step count, as the unsharded update would.
+  // share of the step's samples, which also sizes the parts), updates that part of the parameters
+  // and moments in the segment and waits for every rank; `params` not yet in the segment move
+  // there. Increments s.step and every parameter's step count, as the unsharded update would.
   void update(const ops::optim::Config& c, double lr, const std::vector<Tensor>& params,
               const std::vector<double>& weights, ops::optim::State& s);
 
@@ -75,15 +79,20 @@ class SharedStep {
   struct Mapping;
   SharedStep(std::shared_ptr<Mapping> map, const std::vector<Tensor>& params, int rank, int size, Timeout timeout);
   void barrier(const char* phase);
+  // A flat tensor over n elements of the segment at `at` (not owning it).
+  Tensor view(void* at, size_t n) const;
   void* slot(int rank) const;
   void bind_state(const ops::optim::Config& c, ops::optim::State& s);
   // The reduced gradient of the flat range [a, b) into this rank's slot.
   void reduce(size_t a, size_t b, const std::vector<double>& weights);
-  // The optimizer update of [a, b) (its reduced gradient in this rank's slot), published.
-  void step(size_t a, size_t b, const ops::optim::Config& c, double lr, const std::vector<Tensor>& params,
-            const ops::optim::State& s);
+  void bind_params(const std::vector<Tensor>& params);
+  // The optimizer update of [a, b) of the segment's parameters (its reduced gradient in this
+  // rank's slot).
+  void step(size_t a, size_t b, const ops::optim::Config& c, double lr, const ops::optim::State& s);
 
   std::shared_ptr<Mapping> map_;
+  std::vector<std::shared_ptr<Storage>> published_;  // each parameter's place in the segment
+  std::vector<Tensor> bound_;                        // parameters moved there (given back on destruction)
   int rank_, size_;
   DType dtype_;
   size_t item_;

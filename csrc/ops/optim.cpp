@@ -4,6 +4,7 @@
 #include "ops/optim.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "base/error.h"
@@ -25,13 +26,6 @@ const char* kind_name(Kind k) {
     case Kind::AdamW: return "AdamW";
   }
   return "optimizer";
-}
-
-// torch's 1e-6 in clip_grad_norm_. A NaN norm gives a NaN scale, an infinite one a zero scale,
-// as in PyTorch (the gradients then carry the problem instead of hiding it).
-double clip_scale(double norm, double max_norm) {
-  double coef = max_norm / (norm + 1e-6);
-  return coef >= 1.0 ? 1.0 : coef;
 }
 
 // The gradients with undefined ones kept undefined and the rest made contiguous; checks dtypes.
@@ -176,7 +170,14 @@ void validate(const Config& c, double lr) {
   NX_CHECK(c.eps > 0 && std::isfinite(c.eps), op, ": eps must be a finite number > 0, got ", c.eps);
 }
 
-double global_grad_norm(const std::vector<Tensor>& grads) {
+// torch's 1e-6 in clip_grad_norm_. A NaN norm gives a NaN scale, an infinite one a zero scale,
+// as in PyTorch (the gradients then carry the problem instead of hiding it).
+double clip_scale(double norm, double max_norm) {
+  double coef = max_norm / (norm + 1e-6);
+  return coef >= 1.0 ? 1.0 : coef;
+}
+
+double sum_squares(const std::vector<Tensor>& grads) {
   for (const Tensor& t : grads)
     if (t.defined() && !t.device().is_cpu()) {  // on a device: a float64 sum of squares there
       autograd::NoGradGuard no_grad;
@@ -186,10 +187,28 @@ double global_grad_norm(const std::vector<Tensor>& grads) {
         Tensor x64 = astype(x, DType::Float64);
         total += to_device(sum(mul(x64, x64), {}, false), Device::cpu()).data<double>()[0];
       }
-      return std::sqrt(total);
+      return total;
     }
   std::vector<Tensor> g = contiguous_grads(grads, "global_grad_norm");
-  return std::sqrt(cpu::kernels().sum_squares(grad_segments(g)));
+  return cpu::kernels().sum_squares(grad_segments(g));
+}
+
+double global_grad_norm(const std::vector<Tensor>& grads) { return std::sqrt(sum_squares(grads)); }
+
+void scale_(const std::vector<Tensor>& grads, double factor) {
+  bool on_host = true;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    NX_CHECK(!grads[i].defined() || grads[i].is_contiguous(), "scale_: gradient ", i,
+             " is not contiguous; it is scaled in place");
+    on_host = on_host && (!grads[i].defined() || grads[i].device().is_cpu());
+  }
+  if (on_host) {
+    cpu::kernels().scale_grads(grad_segments(grads), factor);
+    return;
+  }
+  autograd::NoGradGuard no_grad;
+  for (const Tensor& g : grads)
+    if (g.defined()) copy_(g, mul_scalar(g, factor));
 }
 
 double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
@@ -197,18 +216,9 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
   for (size_t i = 0; i < grads.size(); ++i)
     NX_CHECK(!grads[i].defined() || grads[i].is_contiguous(), "clip_grad_norm: gradient ", i,
              " is not contiguous; it is scaled in place");
-  double norm = global_grad_norm(grads);
-  double scale = clip_scale(norm, max_norm);
-  if (scale == 1.0) return norm;
-  bool on_host = true;
-  for (const Tensor& g : grads) on_host = on_host && (!g.defined() || g.device().is_cpu());
-  if (on_host) {
-    cpu::kernels().scale_grads(grad_segments(grads), scale);  // checked above
-    return norm;
-  }
-  autograd::NoGradGuard no_grad;
-  for (const Tensor& g : grads)
-    if (g.defined()) copy_(g, mul_scalar(g, scale));
+  const double norm = global_grad_norm(grads);
+  const double scale = clip_scale(norm, max_norm);
+  if (scale != 1.0) scale_(grads, scale);
   return norm;
 }
 
@@ -223,6 +233,14 @@ void step(const Config& c, double lr, const std::vector<Tensor>& params, const s
     NX_CHECK(params[i].device() == device, kind_name(c.kind), ": parameter ", i, " is on ", params[i].device().str(),
              " but parameter 0 on ", device.str(), "; an optimizer updates the parameters of one device");
   check_state(c, params, s);
+  // Parameters in a data-parallel segment (Storage::shared) are the other ranks' too: this update
+  // moves them to memory of their own first (their values unchanged), and leaves the others alone.
+  for (const Tensor& p : params)
+    if (p.storage()->shared()) {
+      auto own = std::make_shared<Storage>(p.storage()->nbytes(), p.device());
+      std::memcpy(own->data(), p.storage()->data(), p.storage()->nbytes());
+      p.rebind(std::move(own), p.offset());
+    }
   for (size_t i = 0; i < params.size(); ++i)  // a model moved to another device takes its moments along
     for (Tensor* buf : {&s.m[i], &s.v[i]}) {
       if (buf->defined() && buf->device() != params[i].device()) *buf = to_device(*buf, params[i].device());

@@ -38,9 +38,19 @@ struct State {
 // Raises ValueError naming the bad hyperparameter and its valid range.
 void validate(const Config& c, double lr);
 
-// sqrt(sum of squares) over every defined gradient, accumulated in double in a fixed order: the
-// same bits whatever the thread count. Undefined gradients are skipped.
+// Sum of squares over every defined gradient, accumulated in double in a fixed order: the same
+// bits whatever the thread count. Undefined gradients are skipped.
+double sum_squares(const std::vector<Tensor>& grads);
+
+// sqrt(sum_squares(grads)).
 double global_grad_norm(const std::vector<Tensor>& grads);
+
+// The factor clipping applies to gradients of this norm: min(1, max_norm / (norm + 1e-6)), as
+// torch.nn.utils.clip_grad_norm_ (a NaN norm gives NaN, an infinite one 0).
+double clip_scale(double norm, double max_norm);
+
+// Multiplies every defined gradient by `factor` in place. Gradients must be contiguous.
+void scale_(const std::vector<Tensor>& grads, double factor);
 
 // torch.nn.utils.clip_grad_norm_: scales the gradients in place by min(1, max_norm/(norm + 1e-6))
 // and returns the norm before clipping.

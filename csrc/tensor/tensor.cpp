@@ -152,6 +152,15 @@ void Tensor::throw_not_on_host() const {
                                 "has no ", device().str(), " kernel yet; move the tensor with .cpu() first"));
 }
 
+void Tensor::rebind(std::shared_ptr<Storage> storage, int64_t offset) const {
+  NX_CHECK(is_contiguous(), "rebind: the tensor of shape ", shape_str(shape()), " is not contiguous");
+  NX_CHECK(storage && offset >= 0 && size_t(offset + numel()) * itemsize(dtype()) <= storage->nbytes() &&
+               storage->device() == device(),
+           "rebind: the new storage cannot hold the tensor's ", numel(), " elements from offset ", offset);
+  impl_->storage = std::move(storage);
+  impl_->offset = offset;
+}
+
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
   for (size_t i = impl_->shape.size(); i-- > 0;) {

@@ -98,6 +98,14 @@ class Tensor {
   Device device() const { return impl_->storage ? impl_->storage->device() : Device::cpu(); }
   bool is_contiguous() const;
 
+  // Moves this contiguous tensor to `storage` from element `offset` (the caller copies the
+  // values), for every handle of it at once: a parameter's memory may change while the model,
+  // its optimizer and Python all hold it (comm::SharedStep keeps data-parallel parameters in a
+  // segment the ranks share). Views made before keep the old storage and no longer alias it;
+  // numpy arrays, DLPack capsules and buffers hold the storage they were made from, so none is
+  // left pointing at freed memory. Not while another thread uses the tensor.
+  void rebind(std::shared_ptr<Storage> storage, int64_t offset) const;
+
   // The first element's address, on the tensor's device (a device pointer for a CUDA tensor).
   void* raw_data() const { return static_cast<char*>(impl_->storage->data()) + impl_->offset * itemsize(impl_->dtype); }
   // The first element for host code: NotImplementedError for a tensor on a device, whose memory

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "engine/executor.h"
 #include "graph/passes/passes.h"
+#include "ops/optim.h"
 #include "threads.h"
 #include "tensor/allocator.h"
 #include "tensor/tensor.h"
@@ -174,6 +175,38 @@ TEST(storages_come_from_the_cache_and_return_to_it) {
   // live tensors never share a block
   Tensor v = Tensor::empty({50000}, DType::Float32);
   CHECK(v.raw_data() != u.raw_data());
+}
+
+// Tensor::rebind moves every handle of a tensor to another storage (a data-parallel segment);
+// views made before keep the old one. An optimizer update of a parameter in a storage marked
+// shared (another process's memory too) moves it to memory of its own first and leaves the
+// shared memory as it was.
+TEST(a_rebound_tensor_moves_for_every_handle_and_an_update_leaves_shared_memory_alone) {
+  Tensor p = Tensor::zeros({4}, DType::Float32);
+  Tensor handle = p;  // another handle of the same tensor (the model's, Python's)
+  Tensor before = Tensor::view_of(p.storage(), 0, {4}, {1}, DType::Float32);
+  std::vector<float> segment = {1, 2, 3, 4, 5, 6};
+  auto shared = std::make_shared<Storage>(segment.data(), segment.size() * sizeof(float), [](void*) {});
+  shared->mark_shared();
+  handle.rebind(shared, 2);
+  CHECK(p.storage() == shared);
+  CHECK_EQ(p.data<float>()[0], 3.0f);
+  CHECK_EQ(before.data<float>()[0], 0.0f);  // a view made before stays on the old storage
+  CHECK_THROWS(p.rebind(shared, 3), ValueError, "cannot hold");
+
+  ops::optim::Config c;  // plain SGD, lr 1: p -= g
+  ops::optim::State s;
+  Tensor g = Tensor::zeros({4}, DType::Float32);
+  std::fill(g.data<float>(), g.data<float>() + 4, 1.0f);
+  ops::optim::step(c, 1.0, {p}, {g}, s);
+  CHECK(p.storage() != shared);
+  CHECK(!p.storage()->shared());
+  CHECK_EQ(p.data<float>()[0], 2.0f);
+  CHECK_EQ(p.data<float>()[3], 5.0f);
+  CHECK(segment == std::vector<float>({1, 2, 3, 4, 5, 6}));  // the other ranks' weights
+
+  Tensor strided = Tensor::view_of(Tensor::zeros({4}, DType::Float32).storage(), 0, {2}, {2}, DType::Float32);
+  CHECK_THROWS(strided.rebind(shared, 0), ValueError, "not contiguous");
 }
 
 // A kernel's Scratch comes from its thread's own stack while it fits: nested ones are disjoint

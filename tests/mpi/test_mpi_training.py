@@ -87,6 +87,19 @@ def test_ranks_on_one_machine_step_through_shared_memory_as_the_ring_does(job):
     assert left["names"] == []  # unlinked once every rank had mapped it
 
 
+def test_parameters_in_the_segment_stay_each_ranks_own_for_an_update_outside_the_step(job):
+    n, proc, _ = job
+    rows = by_check(proc, "params_in_segment", n)
+    for row in rows:
+        # rank 0 trained alone while the DataParallel lived: its weights moved, no other rank's did
+        assert row["others_kept"], row
+        assert row["start_kept"] and row["live_readable"], row
+        # rank 0 moved its parameters out and back in through the next step: identical again
+        assert row["back_identical"], row
+        # after the DataParallel is gone, rank 1 training alone changes only its own weights
+        assert row["own_after"], row
+
+
 def test_one_rank_declining_shared_memory_keeps_every_rank_on_the_ring(job):
     n, proc, _ = job
     rows = by_check(proc, "one_rank_declines", n)

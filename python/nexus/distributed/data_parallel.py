@@ -33,10 +33,15 @@ multiplies the optimizer's learning rate (the scheduler's scaling rule).
 
 Ranks on one machine (the flat reduction without a codec) skip the ring: the ranks share one
 memory segment (csrc/comm/shared_step.h), each copies its gradient into its slot as backward
-makes it final, and each reduces and updates its own 1/N of the parameters (the optimizer's
-moments live in the segment, so every rank's optimizer state is whole), then copies the others'
-updated parts. That is 1/N of the reduction and of the update per rank, where the ring moved the
-gradient through MPI's buffers in lock step and every rank ran the whole update. The first step
+makes it final, and each reduces and updates its own 1/N of the parameters in place. The
+parameters and the optimizer's moments live in the segment (the parameters move there at the
+first such step and back to the rank's own memory when the DataParallel is destroyed), so no rank
+copies another's part and every rank's weights and optimizer state are whole. That is 1/N of the
+reduction and of the update per rank, where the ring moved the gradient through MPI's buffers in
+lock step and every rank ran the whole update. An update outside the step on one rank (the model
+trained alone) moves that rank's parameters out first; an in-place write into a parameter while
+the DataParallel lives writes every rank's. Arrays taken from a parameter before it moved keep
+the values of that time. The first step
 of an optimizer with moments runs unsharded (it creates them, as PyTorch does). The reduced
 gradient is summed in rank order, so weights stay identical on every rank bit for bit, and
 equal the ring's up to rounding. ``shared_memory=False`` keeps the ring; ``dp.shared_memory``
@@ -64,7 +69,8 @@ class DataParallel:
     groups are of one size), True (a ValueError when they are not) or False (through leaders).
     ``overlap``: reduce while backward runs (MPI at MPI_THREAD_SERIALIZED or above).
     ``shared_memory``: ranks on one machine reduce through a shared segment and shard the
-    optimizer update (module docstring; ``NEXUS_DP_SHARED_MEMORY=0`` turns it off for every
+    optimizer update, the parameters living in the segment while this object lives (module
+    docstring; ``NEXUS_DP_SHARED_MEMORY=0`` turns it off for every
     DataParallel); ``dp.shared_memory`` says whether they do (False on every rank when any rank
     declines or cannot map the segment).
     Construction broadcasts parameters and buffers from ``root``. Raises ValueError for a bad

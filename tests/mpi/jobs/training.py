@@ -4,6 +4,7 @@ Usage: training.py LOG_FILE. Reports through mpi_jobs.report (rank 0 adds the si
 reference comparisons).
 """
 
+import gc
 import os
 import sys
 
@@ -147,6 +148,41 @@ for name, make in (("sgd", lambda: nx.optim.SGD(lr=0.1)),
            alone_equal=bool(np.array_equal(flat(model), flat(alone))
                             and np.array_equal(moments(model.optimizer.state_dict()),
                                                moments(alone.optimizer.state_dict()))))
+
+# ---- through shared memory the parameters themselves live in the segment (no rank copies the
+# others' parts): a rank that updates alone while the DataParallel lives moves its own parameters
+# out first and leaves the other ranks' alone; arrays taken from a parameter before it moved keep
+# the values of that time (as views of a moved tensor do); once the DataParallel is gone every rank's parameters are
+# its own again.
+model = build(opt=nx.optim.Adam(lr=1e-2))
+first = next(iter(model.params))
+start = model.params[first].numpy()
+dp = dist.DataParallel(model)
+history = [start.copy()]
+for xb, yb in nx.data.DataLoader((x, y), batch_size=B, seed=2, rank=RANK, shares=shares):
+    dp.train_step(xb, yb)
+    history.append(model.params[first].numpy().copy())
+live = model.params[first].numpy()  # taken while the parameter is in the segment
+trained = flat(model)
+dist.barrier()
+if RANK == 0:
+    model.train_step(x[:B], y[:B])  # alone, the DataParallel still alive
+dist.barrier()
+others_kept = bool(np.array_equal(flat(model), trained)) if RANK else not np.array_equal(flat(model), trained)
+# `start` shows the values the parameter had when it moved, never freed memory
+start_kept = any(np.array_equal(start, h) for h in history[:-1])
+dp.train_step(*[a[RANK * 7:RANK * 7 + 16] for a in (x, y)])  # the rank that left comes back
+back_identical = same_everywhere(model)
+del dp
+gc.collect()
+after = flat(model)
+dist.barrier()
+if RANK == 1:
+    model.train_step(x[:B], y[:B])
+dist.barrier()
+own_after = bool(np.array_equal(flat(model), after)) if RANK != 1 else not np.array_equal(flat(model), after)
+report(check="params_in_segment", others_kept=others_kept, start_kept=start_kept,
+       live_readable=bool(np.isfinite(live).all()), back_identical=back_identical, own_after=own_after)
 
 # ---- one rank that says no (NEXUS_DP_SHARED_MEMORY=0, or a rank on another machine) makes every
 # rank keep the ring, with no rank left waiting
