@@ -67,7 +67,7 @@ ranks' rates over those steps (ranks sharing a core at their shared speed). vs e
 static: medians of the per-repeat ratios. compute / reduction / waiting / overhead: each
 rank's milliseconds per step in forward, backward and data (and the optimizer update in a
 step through the ring); in summing the gradient and the counts (through shared memory: with
-this rank's part of the optimizer update and the copy of the others' parts); waiting for the
+this rank's part of the optimizer update and the wait for the others' parts); waiting for the
 slowest rank; outside the step's call (mean over ranks; per rank below). final vs
 proportional: the largest difference between a rank's final share and its share of the
 probe-proportional split (fixed per-step costs move the best split away from proportional).

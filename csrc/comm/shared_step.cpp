@@ -407,8 +407,8 @@ void SharedStep::update(const ops::optim::Config& c, double lr, const std::vecto
   NX_ASSERT(params.size() == numel_.size() && weights.size() == size_t(size_));
   ops::optim::validate(c, lr);  // before writing anything: every rank throws alike
   // This rank's part: its share of the step's samples (a rank given more of the batch computes
-  // faster, so it updates more too), cut at cache-line boundaries. The moments are in the
-  // segment and every rank holds all parameters, so parts may move from step to step.
+  // faster, so it updates more too), cut at cache-line boundaries. Parameters and moments are
+  // in the segment, whole, so parts may move from step to step.
   double before = 0;
   for (int r = 0; r < rank_; ++r) before += weights[size_t(r)];
   const auto cut = [&](double share) { return std::min(n_, round_up(size_t(share * double(n_)), kPartAlign)); };
