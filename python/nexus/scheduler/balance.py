@@ -246,7 +246,7 @@ class StepTimes:
     - waiting: for the slowest rank (the busiest rank's busy seconds less this rank's), at most
       the time this rank spent in the reduction and exchange;
     - reduction: the rest of that time (moving and summing the gradient, the counts; through
-      shared memory also this rank's part of the sharded update and the copy of the others');
+      shared memory also this rank's part of the sharded update and the wait for the others');
     - overhead: the wall time outside the call (the loop, the log, the heat map, rebalancing).
 
         >>> t = StepTimes()
