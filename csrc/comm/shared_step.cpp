@@ -237,13 +237,8 @@ SharedStep::SharedStep(std::shared_ptr<Mapping> map, const std::vector<Tensor>& 
 // Parameters still in the segment get memory of their own again, with their current values
 // (nothing writes the segment now: a rank writes its part only between two meetings of all).
 SharedStep::~SharedStep() {
-  for (size_t i = 0; i < bound_.size(); ++i) {
-    const Tensor& p = bound_[i];
-    if (!p.defined() || p.storage() != published_[i]) continue;
-    auto own = std::make_shared<Storage>(numel_[i] * item_);
-    std::memcpy(own->data(), published_[i]->data(), numel_[i] * item_);
-    p.rebind(std::move(own), 0);
-  }
+  for (size_t i = 0; i < bound_.size(); ++i)
+    if (bound_[i].defined() && bound_[i].storage() == published_[i]) ops::optim::move_to_own_memory(bound_[i]);
 }
 
 size_t SharedStep::bytes() const { return map_->bytes; }

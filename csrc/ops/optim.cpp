@@ -222,6 +222,13 @@ double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm) {
   return norm;
 }
 
+void move_to_own_memory(const Tensor& p) {
+  NX_ASSERT(p.device().is_cpu());
+  auto own = std::make_shared<Storage>(p.storage()->nbytes());
+  std::memcpy(own->data(), p.storage()->data(), p.storage()->nbytes());
+  p.rebind(std::move(own), p.offset());
+}
+
 void step(const Config& c, double lr, const std::vector<Tensor>& params, const std::vector<Tensor>& grads, State& s) {
   validate(c, lr);
   NX_CHECK(grads.size() == params.size(), kind_name(c.kind), ": got ", params.size(), " parameters but ", grads.size(),
@@ -236,11 +243,7 @@ void step(const Config& c, double lr, const std::vector<Tensor>& params, const s
   // Parameters in a data-parallel segment (Storage::shared) are the other ranks' too: this update
   // moves them to memory of their own first (their values unchanged), and leaves the others alone.
   for (const Tensor& p : params)
-    if (p.storage()->shared()) {
-      auto own = std::make_shared<Storage>(p.storage()->nbytes(), p.device());
-      std::memcpy(own->data(), p.storage()->data(), p.storage()->nbytes());
-      p.rebind(std::move(own), p.offset());
-    }
+    if (p.storage()->shared()) move_to_own_memory(p);
   for (size_t i = 0; i < params.size(); ++i)  // a model moved to another device takes its moments along
     for (Tensor* buf : {&s.m[i], &s.v[i]}) {
       if (buf->defined() && buf->device() != params[i].device()) *buf = to_device(*buf, params[i].device());

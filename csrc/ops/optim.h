@@ -56,6 +56,10 @@ void scale_(const std::vector<Tensor>& grads, double factor);
 // and returns the norm before clipping.
 double clip_grad_norm(const std::vector<Tensor>& grads, double max_norm);
 
+// Moves a parameter out of shared memory (Storage::shared: a data-parallel segment) to a copy
+// of its own, every handle of it at once (Tensor::rebind), its values unchanged. Host tensors.
+void move_to_own_memory(const Tensor& p);
+
 // One update of every parameter with a defined gradient, in place on the parameters' storage.
 // params: contiguous float32/float64 tensors; grads[i]: undefined (skipped) or params[i]'s shape
 // and dtype. With c.clip_norm > 0 the gradients are clipped first (the scale is applied inside
