@@ -1,8 +1,6 @@
-// The caching device allocator (allocator.h): size classes, the per-(device, class) cache and
-// the out-of-memory retry.
+// The caching device allocator (allocator.h): size classes, the per-(device, stream, class)
+// caches, blocks waiting for other streams, and the out-of-memory retry.
 #include "allocator.h"
-
-#include <cuda_runtime_api.h>
 
 #include <algorithm>
 
@@ -11,8 +9,6 @@
 
 namespace nexus::cuda {
 namespace {
-
-uint64_t cache_key(int device, size_t size) { return (uint64_t(device) << 48) | uint64_t(size / kSmallGranule); }
 
 std::string mib(size_t bytes) { return str(bytes, " bytes (", double(bytes) / double(1 << 20), " MiB)"); }
 
@@ -26,12 +22,13 @@ size_t size_class(size_t nbytes) {
   return (nbytes + kLargeGranule - 1) / kLargeGranule * kLargeGranule;
 }
 
-void* CachingAllocator::allocate(size_t nbytes, int device) {
+void* CachingAllocator::allocate(size_t nbytes, int device, cudaStream_t stream) {
   const size_t size = size_class(nbytes);
   std::lock_guard<std::mutex> lock(mu_);
+  if (!waiting_.empty()) collect_locked(false, -1);
   AllocatorStats& st = stats_[device];
   void* ptr = nullptr;
-  auto it = free_.find(cache_key(device, size));
+  auto it = free_.find(PoolKey{device, stream, size});
   if (it != free_.end() && !it->second.empty()) {
     ptr = it->second.back();
     it->second.pop_back();
@@ -42,6 +39,7 @@ void* CachingAllocator::allocate(size_t nbytes, int device) {
     cudaError_t err = cudaMalloc(&ptr, size);
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // reset the last error, so later checks do not see it
+      collect_locked(true, device);
       empty_cache_locked(device);
       err = cudaMalloc(&ptr, size);
     }
@@ -56,38 +54,82 @@ void* CachingAllocator::allocate(size_t nbytes, int device) {
     check(err, "cudaMalloc");
     ++st.misses;
   }
-  live_[ptr] = {size, device};
+  live_[ptr] = {size, device, stream, {}};
   st.allocated_bytes += size;
   st.peak_allocated_bytes = std::max(st.peak_allocated_bytes, st.allocated_bytes);
   return ptr;
 }
 
-void CachingAllocator::release(void* ptr, int device) {
+void CachingAllocator::record_stream(void* ptr, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(ptr);
+  NX_CHECK(it != live_.end(), "record_stream: the tensor's memory does not start a block of the CUDA allocator");
+  Block& b = it->second;
+  if (stream != b.stream && std::find(b.others.begin(), b.others.end(), stream) == b.others.end())
+    b.others.push_back(stream);
+}
+
+void CachingAllocator::release(void* ptr) {
   if (!ptr) return;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ptr);
   NX_ASSERT(it != live_.end(), "release of a pointer the CUDA allocator did not hand out");
   const Block b = it->second;
   live_.erase(it);
-  free_[cache_key(b.device, b.size)].push_back(ptr);
   AllocatorStats& st = stats_[b.device];
   st.allocated_bytes -= b.size;
   st.cached_bytes += b.size;
+  if (b.others.empty()) {
+    cache_locked(ptr, b);
+    return;
+  }
+  Waiting w{ptr, b, {}};
+  DeviceGuard guard(b.device);
+  for (cudaStream_t s : b.others) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    w.events.push_back(e);
+    check(cudaEventRecord(e, s), "cudaEventRecord");
+  }
+  waiting_.push_back(std::move(w));
+}
+
+void CachingAllocator::cache_locked(void* ptr, const Block& b) {
+  free_[PoolKey{b.device, b.stream, b.size}].push_back(ptr);
+}
+
+void CachingAllocator::collect_locked(bool wait, int device) {
+  std::vector<Waiting> still;
+  for (Waiting& w : waiting_) {
+    const bool mine = device < 0 || w.block.device == device;
+    bool done = true;
+    for (cudaEvent_t e : w.events) {
+      if (mine && wait) check(cudaEventSynchronize(e), "cudaEventSynchronize");
+      done = done && (mine && wait ? true : event_done(e));
+    }
+    if (!done) {
+      still.push_back(std::move(w));
+      continue;
+    }
+    for (cudaEvent_t e : w.events) (void)cudaEventDestroy(e);
+    cache_locked(w.ptr, w.block);
+  }
+  waiting_ = std::move(still);
 }
 
 void CachingAllocator::empty_cache_locked(int device) {
   for (auto& [key, blocks] : free_) {
-    const int dev = int(key >> 48);
-    if (blocks.empty() || (device >= 0 && dev != device)) continue;
-    DeviceGuard guard(dev);
+    if (blocks.empty() || (device >= 0 && key.device != device)) continue;
+    DeviceGuard guard(key.device);
     for (void* p : blocks) (void)cudaFree(p);  // cudaFree waits for the device's queued work
-    stats_[dev].cached_bytes -= blocks.size() * size_t(key & ((uint64_t(1) << 48) - 1)) * kSmallGranule;
+    stats_[key.device].cached_bytes -= blocks.size() * key.size;
     blocks.clear();
   }
 }
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
+  collect_locked(false, -1);
   empty_cache_locked(-1);
 }
 

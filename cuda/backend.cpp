@@ -142,11 +142,14 @@ void CudaBackend::check_device(int index) {
   if (index < int(kMaxChecked)) checked_[size_t(index)].store(true, std::memory_order_release);
 }
 
-void* CudaBackend::allocate(size_t nbytes, int index) { return allocator_.allocate(nbytes, index); }
+void* CudaBackend::allocate(size_t nbytes, int index) {
+  return allocator_.allocate(nbytes, index, current_stream(index));
+}
 
-void CudaBackend::release(void* ptr, int index) { allocator_.release(ptr, index); }
+void CudaBackend::release(void* ptr, int /*index*/) { allocator_.release(ptr); }
 
-void CudaBackend::copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+void CudaBackend::copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
+                             bool non_blocking) {
   if (nbytes == 0) return;
   const bool to_host = dst_device.is_cpu(), from_host = src_device.is_cpu();
   NX_ASSERT(!(to_host && from_host), "host-to-host copy reached the CUDA backend");
@@ -160,6 +163,10 @@ void CudaBackend::copy_bytes(void* dst, Device dst_device, const void* src, Devi
                               : to_host ? cudaMemcpyDeviceToHost
                                         : cudaMemcpyDeviceToDevice;
   check(cudaMemcpyAsync(dst, src, nbytes, kind, stream), "cudaMemcpyAsync");
+  if (from_host && non_blocking && pinned_.contains(src, nbytes)) {
+    pinned_.record_use(src, dst_device.index, stream);  // its block is not reused before the copy is done
+    return;
+  }
   // The host reads its bytes after we return (device-to-host), or may free or reuse its source
   // buffer (host-to-device: pageable memory is staged, but only part of it before the call returns).
   if (to_host || from_host) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");

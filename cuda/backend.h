@@ -8,6 +8,7 @@
 #include <string>
 
 #include "allocator.h"
+#include "pinned.h"
 #include "device/backend.h"
 
 namespace nexus::cuda {
@@ -18,7 +19,8 @@ class CudaBackend final : public device::Backend {
   void check_device(int index) override;
   void* allocate(size_t nbytes, int index) override;
   void release(void* ptr, int index) override;
-  void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) override;
+  void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
+                  bool non_blocking) override;
   void synchronize(int index) override;
 
   void cast(const Tensor& dst, const Tensor& src) override;
@@ -50,11 +52,13 @@ class CudaBackend final : public device::Backend {
   // runtime, no device. Worked out once, with device_count().
   const std::string& unavailable_reason();
   CachingAllocator& allocator() { return allocator_; }
+  PinnedAllocator& pinned() { return pinned_; }
 
  private:
   static constexpr size_t kMaxChecked = 64;  // devices whose architecture check is remembered
   std::array<std::atomic<bool>, kMaxChecked> checked_{};
   CachingAllocator allocator_;
+  PinnedAllocator pinned_;
 };
 
 // What launch_generated did in this process: kernels compiled by NVRTC, read from the disk cache,

@@ -16,6 +16,18 @@ inline void check(cudaError_t err, const char* what) {
   }
 }
 
+// Whether the work queued before event `e` has finished (a cudaErrorNotReady is cleared from the
+// runtime's last error); DeviceError for a failure.
+inline bool event_done(cudaEvent_t e) {
+  const cudaError_t err = cudaEventQuery(e);
+  if (err == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  check(err, "cudaEventQuery");
+  return true;
+}
+
 // Makes `device` current for the scope and restores the previous one after.
 class DeviceGuard {
  public:
@@ -34,8 +46,16 @@ class DeviceGuard {
   int prev_ = 0;
 };
 
-// The stream kernels and copies are queued on: the legacy default stream of the current device
-// (one place to change when streams become a user-visible choice).
-inline cudaStream_t current_stream() { return nullptr; }
+// Streams (streams.cpp). Each thread queues a device's kernels and copies on that device's
+// current stream: the legacy default stream (nullptr) unless `nx.cuda.stream(s)` made another
+// current for the thread. `current_stream()` is the current device's.
+inline constexpr int kMaxStreamDevices = 64;
+cudaStream_t current_stream();
+cudaStream_t current_stream(int device);
+void set_current_stream(int device, cudaStream_t stream);
+// A non-blocking stream (it runs beside the legacy default stream) from a pool of 32 per device,
+// created on first use and handed out in turn; they live as long as the process, so a cached
+// block of the allocator never outlives the stream it belongs to (as PyTorch's stream pool).
+cudaStream_t pool_stream(int device);
 
 }  // namespace nexus::cuda

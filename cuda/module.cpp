@@ -1,11 +1,13 @@
 // PYBIND11_MODULE(_C_cuda): importing it registers the CUDA backend with the core (one
 // libnexus_core per process, shared with nexus._C), so tensors on "cuda" devices work from then
-// on. Also: device queries, memory statistics, and the host-side helpers (size classes, launch
-// geometry) that tests check without a GPU. Bindings only.
+// on. Also: device queries, memory statistics, streams and events (a stream is passed to Python
+// as its handle, an int; 0 is the legacy default stream), pinned host tensors, and the host-side
+// helpers (size classes, launch geometry) that tests check without a GPU. Bindings only.
 #include <cuda_runtime_api.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <sstream>
 
 #include "archs.h"
@@ -14,6 +16,7 @@
 #include "base/error.h"
 #include "device_guard.h"
 #include "geometry.h"
+#include "ops/ops.h"
 
 namespace py = pybind11;
 using namespace nexus;
@@ -26,6 +29,67 @@ cudaDeviceProp properties(int index) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
   return prop;
+}
+
+cudaStream_t as_stream(uintptr_t handle) { return reinterpret_cast<cudaStream_t>(handle); }
+uintptr_t as_handle(cudaStream_t stream) { return reinterpret_cast<uintptr_t>(stream); }
+
+// A CUDA event of one device (torch.cuda.Event): recorded on a stream, waited on by the host or
+// by another stream. Timing is off unless asked for (it costs a little at every record).
+class Event {
+ public:
+  Event(int device, bool timing) : device_(device) {
+    cuda_backend().check_device(device);
+    DeviceGuard guard(device);
+    check(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming),
+          "cudaEventCreateWithFlags");
+  }
+  ~Event() { (void)cudaEventDestroy(event_); }  // the driver keeps it until recorded work is done
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(uintptr_t stream) {
+    DeviceGuard guard(device_);
+    check(cudaEventRecord(event_, as_stream(stream)), "cudaEventRecord");
+    recorded_ = true;
+  }
+  void wait(uintptr_t stream) {  // work queued on `stream` from now on waits for the recorded work
+    DeviceGuard guard(device_);
+    check(cudaStreamWaitEvent(as_stream(stream), event_, 0), "cudaStreamWaitEvent");
+  }
+  bool query() { return event_done(event_); }
+  void synchronize() { check(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
+  double elapsed_ms(const Event& end) {
+    NX_CHECK(recorded_ && end.recorded_, "Event.elapsed_time: both events must be recorded first");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, event_, end.event_), "cudaEventElapsedTime");
+    return ms;
+  }
+  int device() const { return device_; }
+
+ private:
+  int device_;
+  cudaEvent_t event_ = nullptr;
+  bool recorded_ = false;
+};
+
+// A copy of host tensor x in pinned memory (contiguous, x's shape and dtype, no autograd history).
+Tensor pin_memory(const Tensor& x) {
+  NX_CHECK(x.device().is_cpu(), "pin_memory: the tensor is on ", x.device().str(),
+           "; only host tensors can be pinned (pinned memory is host memory)");
+  cuda_backend().check_device(0);  // page-locking goes through the driver
+  const Tensor src = ops::contiguous(x.detach());
+  const size_t bytes = size_t(x.numel()) * itemsize(x.dtype());
+  void* p = cuda_backend().pinned().allocate(bytes);
+  auto storage = std::make_shared<Storage>(p, bytes, [](void* q) { cuda_backend().pinned().release(q); });
+  if (bytes) std::memcpy(p, src.raw_data(), bytes);
+  return Tensor::view_of(std::move(storage), 0, x.shape(), contiguous_strides(x.shape()), x.dtype());
+}
+
+bool is_pinned(const Tensor& x) {
+  if (!x.device().is_cpu() || !x.storage()) return false;
+  const Storage& s = *x.storage();
+  return cuda_backend().pinned().contains(s.data(), std::max<size_t>(s.nbytes(), 1));
 }
 
 }  // namespace
@@ -64,8 +128,12 @@ PYBIND11_MODULE(_C_cuda, m) {
       },
       py::arg("index") = 0, "The caching allocator's counters for device `index`.");
   m.def(
-      "empty_cache", [] { cuda_backend().allocator().empty_cache(); }, nogil,
-      "Returns every cached (freed) block to the driver.");
+      "empty_cache",
+      [] {
+        cuda_backend().allocator().empty_cache();
+        cuda_backend().pinned().empty_cache();
+      },
+      nogil, "Returns every cached (freed) block, device and pinned host memory, to the driver.");
   m.def(
       "runtime_version",
       [] {
@@ -116,6 +184,58 @@ PYBIND11_MODULE(_C_cuda, m) {
                         py::arg("launches") = s.launches);
       },
       "Fused kernels run on CUDA devices by this process: NVRTC compiles, disk-cache reads, launches.");
+  m.def(
+      "current_stream", [](int index) { return as_handle(current_stream(index)); }, py::arg("index"),
+      "This thread's current stream on device `index` (0: the legacy default stream).");
+  m.def(
+      "set_current_stream", [](int index, uintptr_t s) { set_current_stream(index, as_stream(s)); }, py::arg("index"),
+      py::arg("stream"), "Makes `stream` this thread's current stream on device `index`.");
+  m.def(
+      "new_stream",
+      [](int index) {
+        cuda_backend().check_device(index);
+        return as_handle(pool_stream(index));
+      },
+      py::arg("index"), "A non-blocking stream of device `index` from the process's pool.");
+  m.def(
+      "stream_synchronize",
+      [](int index, uintptr_t s) {
+        DeviceGuard guard(index);
+        check(cudaStreamSynchronize(as_stream(s)), "cudaStreamSynchronize");
+      },
+      py::arg("index"), py::arg("stream"), nogil, "Waits until the work queued on `stream` has finished.");
+  m.def(
+      "stream_query",
+      [](int index, uintptr_t s) {
+        DeviceGuard guard(index);
+        const cudaError_t err = cudaStreamQuery(as_stream(s));
+        if (err == cudaErrorNotReady) {
+          (void)cudaGetLastError();
+          return false;
+        }
+        check(err, "cudaStreamQuery");
+        return true;
+      },
+      py::arg("index"), py::arg("stream"), "Whether the work queued on `stream` has finished.");
+  py::class_<Event>(m, "Event")
+      .def(py::init<int, bool>(), py::arg("device"), py::arg("enable_timing") = false)
+      .def("record", &Event::record, py::arg("stream"))
+      .def("wait", &Event::wait, py::arg("stream"))
+      .def("query", &Event::query)
+      .def("synchronize", &Event::synchronize, nogil)
+      .def("elapsed_ms", &Event::elapsed_ms, py::arg("end"))
+      .def_property_readonly("device", &Event::device);
+  m.def("pin_memory", &pin_memory, py::arg("x"), nogil, "A copy of host tensor x in pinned (page-locked) memory.");
+  m.def("is_pinned", &is_pinned, py::arg("x"), "Whether x's memory is pinned host memory from pin_memory().");
+  m.def(
+      "record_stream",
+      [](const Tensor& x, uintptr_t s) {
+        NX_CHECK(x.device().type == DeviceType::CUDA, "record_stream: the tensor is on ", x.device().str(),
+                 ", not a CUDA device");
+        cuda_backend().allocator().record_stream(x.storage()->data(), as_stream(s));
+      },
+      py::arg("x"), py::arg("stream"),
+      "Marks x's memory as used by work on `stream`: after x is freed it is not reused before that work is done.");
   m.def("size_class", &size_class, py::arg("nbytes"), "Bytes the caching allocator reserves for a request.");
   m.def("reduce_parts", &reduce_parts, py::arg("n_out"), py::arg("n_red"),
         "Chunks each output of a reduction is split into (1: one block per output).");

@@ -40,7 +40,7 @@ void bind_ops(py::module_& m) {
   m.def("randn", &ops::randn, nogil);
   m.def("manual_seed", &ops::manual_seed);
   m.def("astype", &ops::astype, nogil);
-  m.def("to_device", &ops::to_device, nogil);
+  m.def("to_device", &ops::to_device, py::arg("x"), py::arg("device"), py::arg("non_blocking") = false, nogil);
   m.def("contiguous", [](const Tensor& x) { return ops::contiguous(x); }, nogil);
   m.def("clone", [](const Tensor& x) { return ops::contiguous(x, /*force_copy=*/true); }, nogil);
   m.def("copy_", &ops::copy_, nogil);

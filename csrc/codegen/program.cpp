@@ -410,7 +410,7 @@ std::vector<Tensor> Program::run_device(const std::vector<Tensor>& given, const 
     NX_CHECK(t.device().is_cpu() && t.numel() == 1, name_, ": inputs on ", t.device().str(), " and ", device.str(),
              "; a fused kernel runs on one device");
     Tensor d = Tensor::empty(t.shape(), t.dtype(), device);
-    be.copy_bytes(d.raw_data(), device, t.raw_data(), Device::cpu(), size_t(itemsize(t.dtype())));
+    be.copy_bytes(d.raw_data(), device, t.raw_data(), Device::cpu(), size_t(itemsize(t.dtype())), false);
     t = d;
   }
   const Shape shape = iteration_shape(inputs, consts);

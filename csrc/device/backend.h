@@ -35,9 +35,13 @@ class Backend {
   // device has no memory left even after the cache is emptied.
   virtual void* allocate(size_t nbytes, int index) = 0;
   virtual void release(void* ptr, int index) = 0;
-  // Contiguous bytes between any two places (host or a device of this backend); returns when
-  // the destination holds them where the destination is the host.
-  virtual void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) = 0;
+  // Contiguous bytes between any two places (host or a device of this backend), queued on the
+  // device's current stream; returns when the destination holds them where the destination is
+  // the host, and when the source may be reused where it is the host, unless non_blocking and
+  // the source is the backend's pinned host memory (it then keeps that memory from reuse until
+  // the copy is done).
+  virtual void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
+                          bool non_blocking) = 0;
   virtual void synchronize(int index) = 0;
 
   // ---- kernels ----

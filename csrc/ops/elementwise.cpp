@@ -32,14 +32,14 @@ Tensor astype(const Tensor& x, DType dtype) {
   return out;
 }
 
-Tensor to_device(const Tensor& x, Device device) {
+Tensor to_device(const Tensor& x, Device device, bool non_blocking) {
   if (x.device() == device) return x;
   Tensor src = contiguous(x.detach());
   Tensor out = Tensor::empty(x.shape(), x.dtype(), device);
   const size_t bytes = size_t(x.numel() * itemsize(x.dtype()));
   if (bytes > 0)
     device::backend(device.is_cpu() ? x.device() : device)
-        .copy_bytes(out.raw_data(), device, src.raw_data(), x.device(), bytes);
+        .copy_bytes(out.raw_data(), device, src.raw_data(), x.device(), bytes, non_blocking);
   const Device from = x.device();
   return autograd::record("to", out, {x}, [from](const Tensor& g, const std::vector<bool>&) {
     return std::vector<Tensor>{to_device(g, from)};

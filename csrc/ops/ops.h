@@ -21,7 +21,9 @@ Tensor rand(const Shape& shape, DType dtype);
 Tensor randn(const Shape& shape, DType dtype);
 Tensor astype(const Tensor& x, DType dtype);
 // x on `device` (x itself when it is there already); the gradient goes back to x's device.
-Tensor to_device(const Tensor& x, Device device);
+// non_blocking: a copy from pinned host memory to a device may return before it is done (later
+// work on the device's current stream is ordered after it); every other copy returns when done.
+Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
 Tensor contiguous(const Tensor& x, bool force_copy = false);
 void copy_(const Tensor& dst, const Tensor& src);  // dst is a (possibly strided) view; broadcasts src
 

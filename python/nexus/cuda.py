@@ -12,6 +12,9 @@ tensor raises a RuntimeError with the same reason.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 from . import _C
 
 try:  # registers the backend with the core (one per process), whatever the machine has
@@ -20,7 +23,8 @@ except ImportError:  # built without a CUDA toolkit
     _backend = None
 
 __all__ = ["is_available", "unavailable_reason", "is_built", "device_count", "synchronize", "memory_stats",
-           "empty_cache", "get_device_name", "get_device_capability", "allow_tf32", "set_allow_tf32"]
+           "empty_cache", "get_device_name", "get_device_capability", "allow_tf32", "set_allow_tf32",
+           "Stream", "Event", "current_stream", "default_stream", "stream"]
 
 
 def is_built() -> bool:
@@ -114,3 +118,155 @@ def get_device_capability(device=None) -> tuple[int, int]:
     """The device's compute capability (major, minor), e.g. ``(9, 0)``."""
     index = _index(device)
     return tuple(_backend.compute_capability(index))
+
+
+class Stream:
+    """A queue of work on one CUDA device, as ``torch.cuda.Stream``: kernels and copies queued on
+    one stream run in order; two streams run side by side unless an :class:`Event` orders them.
+
+    Every thread queues a device's work on its *current* stream, the legacy default stream unless
+    ``with nx.cuda.stream(s):`` says otherwise. A new stream does not wait for the default one
+    (non-blocking, from a pool of 32 per device that lives as long as the process, as PyTorch's).
+    Memory a stream allocates is reused only by work on that stream; a tensor made on one stream
+    and used on another needs ``t.record_stream(other)`` (see :meth:`nexus.Tensor.record_stream`).
+
+    Parameters:
+        device: the CUDA device (None: ``cuda:0``; an int, ``"cuda:N"`` or an ``nx.device``).
+
+    Raises:
+        RuntimeError: CUDA cannot be used here (the reason says what is missing).
+
+    Example::
+
+        copy = nx.cuda.Stream()
+        with nx.cuda.stream(copy):
+            x = host_batch.pin_memory().to("cuda", non_blocking=True)
+        nx.cuda.current_stream().wait_stream(copy)
+        x.record_stream(nx.cuda.current_stream())
+    """
+
+    def __init__(self, device=None, *, _handle: int | None = None):
+        self.device_index = _index(device)
+        self.handle = int(_backend.new_stream(self.device_index) if _handle is None else _handle)
+
+    @property
+    def device(self) -> _C.device:
+        """The stream's device."""
+        return _C.device("cuda", self.device_index)
+
+    def synchronize(self) -> None:
+        """Waits until all work queued on this stream has finished."""
+        _backend.stream_synchronize(self.device_index, self.handle)
+
+    def query(self) -> bool:
+        """True when all work queued on this stream has finished."""
+        return bool(_backend.stream_query(self.device_index, self.handle))
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        """Records ``event`` (a new one when None) after the work queued here so far; returns it."""
+        event = Event(self.device) if event is None else event
+        event.record(self)
+        return event
+
+    def wait_event(self, event: "Event") -> None:
+        """Work queued on this stream from now on waits for the work ``event`` recorded."""
+        event.wait(self)
+
+    def wait_stream(self, other: "Stream") -> None:
+        """Work queued on this stream from now on waits for the work queued on ``other`` so far."""
+        self.wait_event(other.record_event())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and (self.device_index, self.handle) == (other.device_index, other.handle)
+
+    def __hash__(self) -> int:
+        return hash((self.device_index, self.handle))
+
+    def __repr__(self) -> str:
+        return f"<nx.cuda.Stream device={self.device} handle={self.handle:#x}>"
+
+
+class Event:
+    """A point in a stream's work, as ``torch.cuda.Event``: recorded on a stream, then waited for
+    by the host (:meth:`synchronize`) or by another stream (:meth:`wait`).
+
+    Parameters:
+        device: the CUDA device the event belongs to (None: ``cuda:0``).
+        enable_timing: allow :meth:`elapsed_time` (off by default; timing costs a little).
+
+    Raises:
+        RuntimeError: CUDA cannot be used here.
+
+    Example::
+
+        start, end = nx.cuda.Event(enable_timing=True), nx.cuda.Event(enable_timing=True)
+        start.record(); y = x @ x; end.record(); end.synchronize()
+        ms = start.elapsed_time(end)
+    """
+
+    def __init__(self, device=None, enable_timing: bool = False):
+        self.device_index = _index(device)
+        self._event = _backend.Event(self.device_index, bool(enable_timing))
+
+    @property
+    def device(self) -> _C.device:
+        """The event's device."""
+        return _C.device("cuda", self.device_index)
+
+    def _stream(self, stream: Stream | None) -> Stream:
+        stream = current_stream(self.device_index) if stream is None else stream
+        if stream.device_index != self.device_index:
+            raise ValueError(f"Event of {self.device} used with a stream of {stream.device}")
+        return stream
+
+    def record(self, stream: Stream | None = None) -> None:
+        """Marks the work queued so far on ``stream`` (default: the current stream)."""
+        self._event.record(self._stream(stream).handle)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """Work queued on ``stream`` (default: the current one) from now on waits for this event."""
+        self._event.wait(self._stream(stream).handle)
+
+    def query(self) -> bool:
+        """True when the recorded work has finished (or nothing was recorded)."""
+        return bool(self._event.query())
+
+    def synchronize(self) -> None:
+        """Waits on the host until the recorded work has finished."""
+        self._event.synchronize()
+
+    def elapsed_time(self, end: "Event") -> float:
+        """Milliseconds between this event and ``end`` (both recorded, both with enable_timing)."""
+        return float(self._event.elapsed_ms(end._event))
+
+
+def current_stream(device=None) -> Stream:
+    """The stream this thread queues ``device``'s work on (the default stream unless inside
+    ``with nx.cuda.stream(s)``). Raises RuntimeError where CUDA cannot be used."""
+    index = _index(device)
+    return Stream(index, _handle=_backend.current_stream(index))
+
+
+def default_stream(device=None) -> Stream:
+    """The device's legacy default stream (handle 0), which every thread starts on."""
+    return Stream(_index(device), _handle=0)
+
+
+@contextmanager
+def stream(s: Stream | None) -> Iterator[Stream | None]:
+    """Makes ``s`` this thread's current stream on its device for the ``with`` block (as
+    ``torch.cuda.stream``); ``None`` changes nothing. The previous stream comes back after.
+
+    Example: ``with nx.cuda.stream(nx.cuda.Stream()): y = x * 2`` queues the multiply there.
+    """
+    if s is None:
+        yield s
+        return
+    if not isinstance(s, Stream):
+        raise TypeError(f"nx.cuda.stream expects an nx.cuda.Stream or None, got {type(s).__name__}")
+    before = _backend.current_stream(s.device_index)
+    _backend.set_current_stream(s.device_index, s.handle)
+    try:
+        yield s
+    finally:
+        _backend.set_current_stream(s.device_index, before)

@@ -49,11 +49,14 @@ def _tolist(self):
     return _host_array(self).tolist()
 
 
-def _to(self, *args, dtype=None, device=None, copy: bool = False):
+def _to(self, *args, dtype=None, device=None, copy: bool = False, non_blocking: bool = False):
     """This tensor on another device and/or in another dtype, as ``torch.Tensor.to``:
     ``t.to("cuda")``, ``t.to(nx.float16)``, ``t.to("cuda:1", nx.bfloat16)``, ``t.to(other)``
     (other's device and dtype). Returns ``self`` when nothing changes unless ``copy=True``.
     The result is part of the autograd graph (the gradient goes back to this device).
+    ``non_blocking=True``: a copy from pinned memory (:meth:`pin_memory`) to a GPU returns at
+    once, queued on the device's current stream (later work there sees the values; write the
+    pinned tensor again only after a synchronize); every other copy returns when it is done.
 
     Raises:
         RuntimeError: the device cannot be used (no CUDA build, driver or GPU).
@@ -68,7 +71,7 @@ def _to(self, *args, dtype=None, device=None, copy: bool = False):
             dtype = a
     out = self
     if device is not None and F._device(device) != out.device:
-        out = _C.to_device(out, F._device(device))
+        out = _C.to_device(out, F._device(device), bool(non_blocking))
     if dtype is not None and as_dtype(dtype).code != out._dtype:
         out = _C.astype(out, as_dtype(dtype).code)
     return _C.clone(out) if copy and out is self else out
@@ -82,11 +85,55 @@ def _is_dtype_name(a) -> bool:
         return False
 
 
-def _cuda(self, device=None):
+def _cuda(self, device=None, non_blocking: bool = False):
     """This tensor on a CUDA device (``cuda:0`` unless ``device``, an int or a string)."""
     if isinstance(device, int) and not isinstance(device, bool):
         device = f"cuda:{device}"
-    return _to(self, device="cuda" if device is None else device)
+    return _to(self, device="cuda" if device is None else device, non_blocking=non_blocking)
+
+
+def _cuda_backend(what: str):
+    from . import cuda
+    reason = cuda.unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(f"{what} needs CUDA, which is not available: {reason}")
+    return cuda._backend
+
+
+def _pin_memory(self):
+    """A copy of this host tensor in pinned (page-locked) memory, as ``torch.Tensor.pin_memory``:
+    a copy from it to a GPU can run asynchronously (``.to("cuda", non_blocking=True)``). Returns
+    ``self`` when it is pinned already. Example: ``x.pin_memory().to("cuda", non_blocking=True)``.
+
+    Raises:
+        RuntimeError: CUDA is not available (pinning goes through the NVIDIA driver).
+        ValueError: the tensor is on a GPU already.
+    """
+    backend = _cuda_backend("pin_memory()")
+    return self if backend.is_pinned(self) else backend.pin_memory(self)
+
+
+def _is_pinned(self) -> bool:
+    """True when this tensor lives in pinned host memory (made by :meth:`pin_memory`)."""
+    from . import cuda
+    return cuda.is_available() and bool(cuda._backend.is_pinned(self))
+
+
+def _record_stream(self, stream) -> None:
+    """Marks this CUDA tensor as used by work queued on ``stream`` (an ``nx.cuda.Stream`` of its
+    device), as ``torch.Tensor.record_stream``: when the tensor is freed, its memory is not
+    handed out again before that work has finished. Needed when a tensor allocated under one
+    stream (a batch copied on a side stream) is used on another.
+
+    Raises:
+        ValueError: the tensor is not on a CUDA device, or ``stream`` is on another device.
+    """
+    from . import cuda
+    if not isinstance(stream, cuda.Stream):
+        raise TypeError(f"record_stream expects an nx.cuda.Stream, got {type(stream).__name__}")
+    if self.device != stream.device:
+        raise ValueError(f"record_stream: the tensor is on {self.device}, the stream on {stream.device}")
+    cuda._backend.record_stream(self, stream.handle)
 
 
 def _cpu(self):
@@ -253,6 +300,9 @@ def _install() -> None:
     T.astype = _astype
     T.to = _to
     T.cuda = _cuda
+    T.pin_memory = _pin_memory
+    T.is_pinned = _is_pinned
+    T.record_stream = _record_stream
     T.cpu = _cpu
     T.is_cuda = property(lambda self: self.device.type == "cuda", doc="True for a tensor on a CUDA device.")
     T.contiguous = lambda self: _C.contiguous(self)

@@ -41,13 +41,13 @@ Tensor random(const Shape& shape, DType t) {
 Tensor to_gpu(const Tensor& x) {  // keeps x's strides (same storage layout on the device)
   Tensor d = Tensor::view_of(std::make_shared<Storage>(x.storage()->nbytes(), gpu), x.offset(), x.shape(), x.strides(),
                              x.dtype());
-  be.copy_bytes(d.storage()->data(), gpu, x.storage()->data(), Device::cpu(), x.storage()->nbytes());
+  be.copy_bytes(d.storage()->data(), gpu, x.storage()->data(), Device::cpu(), x.storage()->nbytes(), false);
   return d;
 }
 
 Tensor to_cpu(const Tensor& d) {
   Tensor x = Tensor::empty(d.shape(), d.dtype());
-  be.copy_bytes(x.raw_data(), Device::cpu(), d.raw_data(), gpu, size_t(x.numel() * itemsize(x.dtype())));
+  be.copy_bytes(x.raw_data(), Device::cpu(), d.raw_data(), gpu, size_t(x.numel() * itemsize(x.dtype())), false);
   return x;
 }
 

@@ -114,3 +114,27 @@ def test_a_reduction_splits_only_few_outputs_of_many_elements(n_out, n_red, spli
     assert (parts > 1) is split
     if split:  # enough work per chunk, and no more blocks than fill the largest GPU a few times
         assert n_red // parts >= 8192 and n_out * parts <= 1024
+
+
+@pytest.mark.skipif(not _no_gpu(), reason="checks the no-device path; this machine has a CUDA device")
+def test_without_a_device_streams_events_and_pinning_raise_runtime_error():
+    import nexus as nx
+    for make in (nx.cuda.Stream, nx.cuda.Event, nx.cuda.current_stream, nx.cuda.default_stream):
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            make()
+    x = nx.ones(3)
+    with pytest.raises(RuntimeError, match=r"pin_memory\(\) needs CUDA"):
+        x.pin_memory()
+    assert x.is_pinned() is False
+    assert x.to("cpu", non_blocking=True) is x  # nothing to copy: no CUDA needed
+
+
+def test_stream_context_takes_a_stream_or_none():
+    import nexus as nx
+    with nx.cuda.stream(None) as s:
+        assert s is None
+    with pytest.raises(TypeError, match="nx.cuda.Stream"):
+        with nx.cuda.stream("cuda:0"):
+            pass
+    with pytest.raises(TypeError, match="nx.cuda.Stream"):
+        nx.ones(2).record_stream(0)

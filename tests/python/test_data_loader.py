@@ -101,3 +101,43 @@ def test_a_path_instead_of_arrays_says_to_read_the_file_first(tmp_path):
     for source in (str(tmp_path / "x.csv"), tmp_path / "x.csv"):
         with pytest.raises(TypeError, match="read it first with nx.data.read_csv"):
             nx.data.DataLoader(source, batch_size=2)
+
+
+def test_a_device_yields_tensors_with_the_numpy_batches_values():
+    x, y, s = _data(23)
+    for structure in ("dict", "tuple", "single"):
+        arrays = {"x": x, "y": y, "s": s} if structure == "dict" else (x, y, s) if structure == "tuple" else x
+        host = list(nx.data.DataLoader(arrays, 5, seed=3))
+        dev = list(nx.data.DataLoader(arrays, 5, seed=3, device="cpu"))
+        assert len(dev) == len(host) == 5
+        for h, d in zip(host, dev):
+            if structure == "single":
+                h, d = {"x": h}, {"x": d}
+            elif structure == "tuple":
+                h, d = dict(zip("xys", h)), dict(zip("xys", d))
+            assert isinstance(d["x"], nx.Tensor) and d["x"].device == nx.device("cpu")
+            np.testing.assert_array_equal(d["x"].numpy(), h["x"])
+            if "y" in d:
+                assert d["y"].dtype == nx.int64
+                np.testing.assert_array_equal(d["y"].numpy(), h["y"])
+                assert isinstance(d["s"], np.ndarray) and d["s"].tolist() == h["s"].tolist()
+
+
+def test_a_device_batch_keeps_its_values_while_later_batches_are_gathered():
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    batches = list(nx.data.DataLoader(x, 4, shuffle=False, prefetch=1, device="cpu"))
+    for i, b in enumerate(batches):  # the native buffers are reused only once a batch is dropped
+        np.testing.assert_array_equal(b.numpy(), x[4 * i:4 * i + 4])
+
+
+def test_a_device_refuses_a_dtype_tensors_cannot_hold_when_made():
+    with pytest.raises(TypeError, match=r"DataLoader\(device='cpu'\).*uint8.*astype"):
+        nx.data.DataLoader(np.zeros((4, 2), np.uint8), 2, device="cpu")
+    with pytest.raises(ValueError):
+        nx.data.DataLoader(np.zeros((4, 2), np.float32), 2, device="tpu")
+
+
+@pytest.mark.skipif(nx.cuda.is_available(), reason="checks the no-GPU path; this machine has a CUDA device")
+def test_a_gpu_device_without_cuda_raises_when_made_saying_why():
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        nx.data.DataLoader(np.zeros((4, 2), np.float32), 2, device="cuda")

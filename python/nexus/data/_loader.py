@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .. import _C
+from .. import functional as F
 
 
 def _even_shares(batch_size: int, world_size: int) -> list[int]:
@@ -33,11 +34,25 @@ class DataLoader:
     slice of every global batch, and the slices cover it. A short last batch is split in
     proportion to the shares, or dropped with ``drop_last=True``. Object arrays (strings) are
     gathered in Python.
+
+    ``device=None`` yields numpy arrays. With a device the numeric arrays come as Nexus tensors
+    on it (object arrays stay numpy): on ``"cpu"`` sharing the gathered buffers, on a GPU copied
+    through pinned memory on a copy stream of its own, the next batch's copy queued before the
+    current batch is handed out, so it runs while the step on that batch does (the step's stream
+    waits for each batch's copy, and the batch's memory is recorded on it: see
+    ``nx.cuda.Stream``). Example::
+
+        for x, y in nx.data.DataLoader((images, labels), 256, device="cuda"):
+            loss = model.train_step(x, y)
+
+    Raises:
+        ValueError, TypeError, IndexError: a bad argument (the message says which and why).
+        RuntimeError: ``device`` is a GPU and CUDA cannot be used here.
     """
 
     def __init__(self, arrays, batch_size: int, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, prefetch: int = 2, rank: int | None = None,
-                 world_size: int | None = None, shares: Sequence[int] | None = None):
+                 world_size: int | None = None, shares: Sequence[int] | None = None, device=None):
         if isinstance(arrays, (str, bytes, os.PathLike)):
             raise TypeError(f"DataLoader takes arrays, not a file ({arrays!r}): read it first with "
                             "nx.data.read_csv, read_jsonl or read_idx")
@@ -88,6 +103,20 @@ class DataLoader:
         self._options = o
         self._pool = _C.BufferPool()
         self.epoch = 0
+        self._device = None if device is None else F._device(device)
+        if self._device is not None:
+            if self._device.type == "cuda":
+                from .. import cuda
+                cuda._index(self._device)  # RuntimeError naming what is missing
+            for a in self._items:  # a dtype tensors cannot hold raises here, not mid-epoch
+                if a.dtype != object:
+                    try:
+                        F.from_numpy(a[:0])
+                    except TypeError as e:
+                        raise TypeError(f"DataLoader(device={str(self._device)!r}) yields tensors, and an "
+                                        f"array of dtype {a.dtype} cannot be one ({e}); convert it first "
+                                        "(e.g. a.astype(np.float32)) or leave device=None for numpy "
+                                        "batches") from None
 
     def __len__(self) -> int:
         return _C.batch_count(self._rows, self._options)
@@ -97,6 +126,49 @@ class DataLoader:
         self.epoch = _int("epoch", epoch, 0)
 
     def __iter__(self):
+        batches = self._host_batches()
+        if self._device is None:
+            return batches
+        if self._device.type == "cpu":
+            return (self._map(b, F.from_numpy) for b in batches)
+        return self._cuda_batches(batches)
+
+    def _map(self, batch, fn):
+        """``batch`` (an array, tuple or dict) with ``fn`` applied to its numeric arrays."""
+        def one(a):
+            return a if a.dtype == object else fn(a)
+        if self._keys is False:
+            return one(batch)
+        if self._keys is None:
+            return tuple(one(a) for a in batch)
+        return {k: one(a) for k, a in batch.items()}
+
+    def _cuda_batches(self, batches):
+        from .. import cuda
+        device, index = self._device, self._device.index
+        copy = cuda.Stream(index)
+
+        def stage(batch):  # queue the copies; they run beside whatever the step queues meanwhile
+            with cuda.stream(copy):
+                moved = self._map(batch, lambda a: F.from_numpy(a).pin_memory().to(device, non_blocking=True))
+            return moved, copy.record_event()
+
+        def deliver(moved, event):
+            step = cuda.current_stream(index)
+            step.wait_event(event)
+            self._map(moved, lambda t: t.record_stream(step) if isinstance(t, _C.Tensor) else None)
+            return moved
+
+        staged = None
+        for batch in batches:
+            nxt = stage(batch)
+            if staged is not None:
+                yield deliver(*staged)
+            staged = nxt
+        if staged is not None:
+            yield deliver(*staged)
+
+    def _host_batches(self):
         producer = _C.BatchProducer(self._native, self._options, self.epoch, self._pool)
         self.epoch += 1
         while (out := producer.next()) is not None:
