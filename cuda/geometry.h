@@ -27,6 +27,8 @@ template <int N> struct Operands {
   void* ptr[N];
   int ndim;                     // 0: a single element
   bool contiguous;              // one merged dimension with stride 1 in every operand
+  bool flat;                    // one merged dimension, the output's stride 1, each input's 1 or 0
+                                // (a broadcast scalar): element i is at i * stride[k][0]
   int64_t shape[kMaxDims];      // shape[0] is the innermost dimension
   int64_t stride[N][kMaxDims];  // elements
 

@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "device_guard.h"
 #include "geometry.h"
+#include "operands.h"
 #include "ops/ops.h"
 
 namespace py = pybind11;
@@ -239,6 +240,14 @@ PYBIND11_MODULE(_C_cuda, m) {
   m.def("size_class", &size_class, py::arg("nbytes"), "Bytes the caching allocator reserves for a request.");
   m.def("reduce_parts", &reduce_parts, py::arg("n_out"), py::arg("n_red"),
         "Chunks each output of a reduction is split into (1: one block per output).");
+  m.def(
+      "operand_layout",
+      [](const Tensor& out, const Tensor& a, const Tensor& b) {
+        const Operands<3> g = make_operands<3>(out.shape(), {&out, &a, &b}, "operand_layout");
+        return py::make_tuple(g.ndim, g.contiguous, g.flat);
+      },
+      py::arg("out"), py::arg("a"), py::arg("b"),
+      "(merged dims, contiguous, flat) of a binary kernel's operands (a and b broadcast to out's shape).");
   m.def(
       "launch_geometry",
       [](int64_t n) {

@@ -32,11 +32,13 @@ Operands<N> make_operands(const Shape& shape, const std::array<const Tensor*, N>
   NX_CHECK(sh.size() <= size_t(kMaxDims), what, " on CUDA: shape ", shape_str(shape), " has ", sh.size(),
            " dimensions that cannot be merged; at most ", kMaxDims, " are supported (make the operands contiguous)");
   g.ndim = int(sh.size());
-  g.contiguous = true;
+  g.contiguous = g.flat = true;
   for (int k = 0; k < N; ++k) {
     g.ptr[k] = ts[k]->raw_data();
     for (int d = 0; d < g.ndim; ++d) g.stride[k][d] = st[k][size_t(g.ndim - 1 - d)];
-    g.contiguous = g.contiguous && (g.ndim == 0 || (g.ndim == 1 && g.stride[k][0] == 1));
+    const int64_t s = g.ndim == 1 ? g.stride[k][0] : 0;  // 0-d: one element, every stride 0
+    g.contiguous = g.contiguous && (g.ndim == 0 || s == 1);
+    g.flat = g.flat && (g.ndim == 0 || s == 1 || (k > 0 && s == 0));
   }
   for (int d = 0; d < g.ndim; ++d) g.shape[d] = sh[size_t(g.ndim - 1 - d)];
   return g;

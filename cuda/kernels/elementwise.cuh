@@ -1,5 +1,6 @@
 // The elementwise kernel template: out = f(operands...) over a grid-stride loop, with a
-// contiguous fast path and 64-bit strided indexing otherwise. unary.cu and binary.cu instantiate
+// contiguous fast path, one for flat operands (contiguous or a broadcast scalar: `t * 1.7`), and
+// 64-bit strided indexing otherwise. unary.cu and binary.cu instantiate
 // it with one functor per op-table row.
 #pragma once
 
@@ -16,6 +17,14 @@ template <class R, class T, int N, class Op> __global__ void elementwise_kernel(
     for (int64_t i = first; i < n; i += step) {
       if constexpr (N == 2) out[i] = op(static_cast<const T*>(g.ptr[1])[i]);
       else out[i] = op(static_cast<const T*>(g.ptr[1])[i], static_cast<const T*>(g.ptr[2])[i]);
+    }
+    return;
+  }
+  if (g.flat) {  // no divisions: an input's element i is at i (contiguous) or 0 (a scalar)
+    const int64_t s1 = g.stride[1][0], s2 = g.stride[N - 1][0];
+    for (int64_t i = first; i < n; i += step) {
+      if constexpr (N == 2) out[i] = op(static_cast<const T*>(g.ptr[1])[i * s1]);
+      else out[i] = op(static_cast<const T*>(g.ptr[1])[i * s1], static_cast<const T*>(g.ptr[2])[i * s2]);
     }
     return;
   }

@@ -39,6 +39,8 @@ template <class T> __global__ void where_kernel(Operands<4> g, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     if (g.contiguous) {
       out[i] = kern::where(cond[i], a[i], b[i]);
+    } else if (g.flat) {
+      out[i] = kern::where(cond[i * g.stride[1][0]], a[i * g.stride[2][0]], b[i * g.stride[3][0]]);
     } else {
       int64_t off[4];
       g.offsets(i, off);

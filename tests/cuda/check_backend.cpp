@@ -99,12 +99,16 @@ void check_elementwise() {
       const auto op = ops::BinaryOp(&info - ops::kBinaryOps);
       if (!ops::accepts(info.domain, t) || ops::operand_dtype(info.domain, t) != t) continue;
       const DType rt = info.result == ops::OpResult::Bool ? DType::Bool : t;
-      for (int layout = 0; layout < 3; ++layout) {
+      for (int layout = 0; layout < 5; ++layout) {
         Tensor a = random({64, 33}, t), b = random({64, 33}, t);
         if (layout == 1) b = transposed(random({33, 64}, t));
         if (layout == 2) {  // b broadcast along rows (stride 0)
           Tensor row = random({1, 33}, t);
           b = Tensor::view_of(row.storage(), 0, {64, 33}, {0, 1}, t);
+        }
+        if (layout >= 3) {  // a broadcast scalar (the flat path): b, then a
+          Tensor one = random({1}, t);
+          (layout == 3 ? b : a) = Tensor::view_of(one.storage(), 0, {64, 33}, {0, 0}, t);
         }
         if (op == ops::BinaryOp::FloorDiv || op == ops::BinaryOp::Remainder || op == ops::BinaryOp::Div) {
           if (t == DType::Int32 || t == DType::Int64) continue;  // x // 0: the front end raises first
@@ -120,6 +124,10 @@ void check_elementwise() {
     ops::cpu::kernels().where(want, c, a, b);
     be.where(got, to_gpu(c), to_gpu(a), to_gpu(b));
     expect_close(str("where ", dtype_name(t)), want, to_cpu(got), 0);
+    const Tensor one = random({1}, t), scalar = Tensor::view_of(one.storage(), 0, {40, 30}, {0, 0}, t);
+    ops::cpu::kernels().where(want, c, a, scalar);  // the flat path: contiguous c and a, scalar b
+    be.where(got, to_gpu(c), to_gpu(a), to_gpu(scalar));
+    expect_close(str("where with a scalar ", dtype_name(t)), want, to_cpu(got), 0);
   }
 }
 

@@ -138,3 +138,17 @@ def test_stream_context_takes_a_stream_or_none():
             pass
     with pytest.raises(TypeError, match="nx.cuda.Stream"):
         nx.ones(2).record_stream(0)
+
+
+def test_operands_merge_into_the_kernels_fast_paths():
+    import nexus as nx
+    x, out = nx.ones(6, 5), nx.zeros(6, 5)
+    scalar = nx.tensor(2.0).expand(6, 5)
+    bias = nx.ones(5).expand(6, 5)
+    assert _C_cuda.operand_layout(out, x, x) == (1, True, True)  # the contiguous path
+    assert _C_cuda.operand_layout(out, x, scalar) == (1, False, True)  # `t * 1.7`: flat, no divisions
+    assert _C_cuda.operand_layout(out, scalar, x) == (1, False, True)
+    assert _C_cuda.operand_layout(out, x, bias) == (2, False, False)  # a row broadcast: strided
+    assert _C_cuda.operand_layout(out, nx.ones(5, 6).T, x) == (2, False, False)
+    one = nx.tensor(0.0)
+    assert _C_cuda.operand_layout(one, nx.tensor(1.0), nx.tensor(2.0)) == (0, True, True)
