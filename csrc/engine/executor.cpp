@@ -122,10 +122,11 @@ static std::vector<int> grad_roots(const graph::Graph& g) {
   return roots;
 }
 
-GraphKernels::GraphKernels(const graph::Graph& g, const std::vector<int>& roots) : group_of(g.nodes().size(), -1) {
+GraphKernels::GraphKernels(const graph::Graph& g, const std::vector<int>& roots, Device device)
+    : group_of(g.nodes().size(), -1) {
   // One plan for the whole graph (nx.jit): a loss's backward recomputes its forward chain.
   plan = codegen::compile_plan(g, roots, 0, int(g.nodes().size()), /*whole_graph=*/true);
-  index();
+  index(device);
 }
 
 void GraphKernels::index(Device device) {

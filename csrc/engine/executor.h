@@ -23,7 +23,7 @@ struct GraphKernels {
 
   GraphKernels(const graph::Graph& g, int forward_end, Device device = Device::cpu());
   // A graph without a backward (an nx.jit trace): one partition for the values `roots` need.
-  GraphKernels(const graph::Graph& g, const std::vector<int>& roots);
+  GraphKernels(const graph::Graph& g, const std::vector<int>& roots, Device device = Device::cpu());
 
  private:
   // Drops one-op groups (and on a device the groups it cannot run); fills group_of (sized by the

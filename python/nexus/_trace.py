@@ -38,7 +38,7 @@ REFUSED = {
     "index_copy_": "an in-place write into a tensor (t[i] = v)",
     "from_dlpack_capsule": "a DLPack capsule (it is consumed once; pass the tensor as an argument)",
     "manual_seed": "reseeding the generator (a replayed trace would not reseed)",
-    "to_device": "a copy between devices (nx.jit compiles host code; move tensors before the call)",
+    "to_device": "a copy between devices (a trace runs on its inputs' device; move tensors before the call)",
 }
 # The _C functions that are not ops on tensors: they run as usual inside a trace.
 # (tests/python/test_jit_guards.py checks that every function of _C is in exactly one of the three.)
@@ -180,7 +180,8 @@ def _lower(name: str, a: tuple, out: Tensor) -> _Node:
         return _Node(_K.cast, [a[0]])
     if name == "full":
         if len(a) > 3 and str(a[3]) != "cpu":
-            raise TraceError(f"nx.jit: a tensor created on {a[3]} (nx.jit compiles host code)")
+            raise TraceError(f"nx.jit: a tensor created on {a[3]} inside the function; create it without "
+                             "device= (a trace makes its tensors on its inputs' device) or pass it in")
         return _Node(_K.const if list(a[0]) == [] else _K.fill, floats=[a[1]])
     if name in _REDUCE:
         return _Node(_K.reduce, [a[0]], ints=_axes(a[0], a[1]), reduce=_REDUCE[name], keepdims=bool(a[2]))

@@ -163,10 +163,10 @@ class JitFunction:
             leaves = []
             struct = (_structure(args, leaves), _structure(kwargs, leaves))
         scan = _guards.scan(self.fn, _exact)
-        for t in leaves + scan.tensors:
-            if t.device.type != "cpu":
-                raise TraceError(f"nx.jit: a {t.device} tensor; nx.jit compiles host code, so call the "
-                                 "function on host tensors (t.cpu()) or without nx.jit on the device")
+        devices = {str(t.device) for t in leaves + scan.tensors if t.ndim or t.device.type != "cpu"}
+        if len(devices) > 1:  # one call runs on one device (host 0-d scalars go with any)
+            raise TraceError(f"nx.jit: the function's tensors are on {' and '.join(sorted(devices))}; "
+                             "move them to one device before the call")
         grad = _C.is_grad_enabled() and any(t.requires_grad for t in leaves + scan.tensors)
         flags = tuple(t.requires_grad for t in leaves + scan.tensors) if grad else ()
         loose = (struct, tuple(_loose(t) for t in leaves), scan.key, flags)
