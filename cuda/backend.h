@@ -48,6 +48,11 @@ class CudaBackend final : public device::Backend {
   void launch_generated(const std::string& key, const std::function<std::string()>& source, const std::string& name,
                         const void* args, size_t nbytes, int64_t n, int index) override;
 
+  // nccl.cpp: NCCL for data-parallel gradients between GPUs.
+  std::string collective_unavailable() override;
+  std::string collective_id() override;
+  std::unique_ptr<device::Collective> make_collective(const std::string& id, int size, int rank, int index) override;
+
   // Why there is no usable device ("" when there is one): no driver, a driver too old for this
   // runtime, no device. Worked out once, with device_count().
   const std::string& unavailable_reason();

@@ -18,6 +18,7 @@
 
 #include "base/env.h"
 #include "base/error.h"
+#include "dynlib.h"
 
 namespace nexus::cuda {
 namespace {
@@ -76,33 +77,16 @@ struct Cublas {
   GemmExFn gemm_ex = nullptr;
 };
 
-// The directory holding this extension (site-packages/nexus), found from one of its symbols.
-std::string own_dir() {
-  Dl_info info{};
-  if (!dladdr(reinterpret_cast<void*>(&own_dir), &info) || !info.dli_fname) return "";
-  std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
-}
-
 Cublas load() {
   Cublas c;
-  const std::string site = own_dir() + "/..";
-  const std::pair<const char*, const char*> candidates[] = {{"/nvidia/cu13/lib/", "libcublas.so.13"},
-                                                            {"/nvidia/cublas/lib/", "libcublas.so.13"},
-                                                            {"", "libcublas.so.13"},
-                                                            {"/nvidia/cublas/lib/", "libcublas.so.12"},
-                                                            {"", "libcublas.so.12"}};
-  for (const auto& [dir, name] : candidates) {
-    const std::string path = *dir ? site + dir + name : std::string(name);
-    c.lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (c.lib) {
-      c.path = path;
-      break;
-    }
-    const char* err = dlerror();
-    c.error += str("\n  ", path, ": ", err ? err : "not found");
-  }
+  const Library lib = open_library({{"nvidia/cu13/lib", "libcublas.so.13"},
+                                    {"nvidia/cublas/lib", "libcublas.so.13"},
+                                    {"", "libcublas.so.13"},
+                                    {"nvidia/cublas/lib", "libcublas.so.12"},
+                                    {"", "libcublas.so.12"}});
+  c.lib = lib.handle;
+  c.path = lib.path;
+  c.error = lib.tried;
   if (!c.lib) return c;
   auto sym = [&](const char* name) {
     void* p = dlsym(c.lib, name);

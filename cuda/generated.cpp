@@ -7,7 +7,6 @@
 // (a file that does not is rebuilt); NVRTC, under a per-entry file lock so that many processes
 // compile an entry once, written by temp file + rename. PTX (not SASS) is stored: the driver
 // compiles it for the device at load, so one entry serves every device of that capability.
-#include <dlfcn.h>
 #include <glob.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <mutex>
 
 #include "backend.h"
+#include "dynlib.h"
 #include "base/fs.h"
 #include "base/hash.h"
 #include "codegen/compile.h"
@@ -47,13 +47,9 @@ void add_glob(std::vector<std::string>& out, const std::string& pattern) {
 // nexus.jit.nvrtc_candidates does from Python).
 std::vector<std::string> nvrtc_candidates() {
   std::vector<std::string> out;
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&nvrtc_candidates), &info) && info.dli_fname) {
-    std::string dir = info.dli_fname;  // .../site-packages/nexus/_C_cuda.so
-    for (int up = 0; up < 2; ++up) dir = dir.substr(0, std::min(dir.size(), dir.rfind('/')));
+  if (const std::string site = site_packages(); !site.empty())
     for (const char* wheel : {"cuda_nvrtc", "cu13", "cu12"})
-      add_glob(out, dir + "/nvidia/" + wheel + "/lib/libnvrtc.so*");
-  }
+      add_glob(out, site + "/nvidia/" + wheel + "/lib/libnvrtc.so*");
   const char* home = std::getenv("CUDA_HOME");
   for (std::string root : {std::string(home ? home : ""), std::string("/usr/local/cuda")})
     if (!root.empty()) add_glob(out, root + "/lib64/libnvrtc.so*");

@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "device_guard.h"
 #include "geometry.h"
+#include "nccl.h"
 #include "operands.h"
 #include "ops/ops.h"
 
@@ -162,6 +163,16 @@ PYBIND11_MODULE(_C_cuda, m) {
         return py::make_tuple(p.major, p.minor);
       },
       py::arg("index") = 0, "(major, minor) of device `index`.");
+  m.def("nccl_version", &nccl_version, "NCCL's version, e.g. '2.27.3', or 'none' where it cannot be loaded.");
+  m.def("nccl_unavailable", &nccl_unavailable, "Why NCCL cannot be used here ('' when it can).");
+  m.def("nccl_unique_id", [] { return py::bytes(nccl_unique_id()); }, "A new NCCL communicator's id (128 bytes).");
+  // One process's member of an NCCL communicator, as DataParallel makes it (tests reach it here).
+  py::class_<device::Collective>(m, "Collective")
+      .def(py::init([](const py::bytes& id, int size, int rank, int index) {
+             return make_nccl_collective(std::string(id), size, rank, index);
+           }),
+           py::arg("id"), py::arg("size"), py::arg("rank"), py::arg("device"), nogil)
+      .def("weighted_sum", &device::Collective::weighted_sum, py::arg("grads"), py::arg("weight"), nogil);
   m.def("allow_tf32", &allow_tf32, "Whether float32 matmuls may use TF32 tensor cores.");
   m.def("set_allow_tf32", &set_allow_tf32, py::arg("on"), "Lets float32 matmuls use TF32 tensor cores (or not).");
   m.def(

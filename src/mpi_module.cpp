@@ -55,11 +55,12 @@ PYBIND11_MODULE(_C_mpi, m) {
       .def(py::init([](MpiTransport& world, const std::vector<Tensor>& params, size_t bucket_bytes,
                        const std::string& compression, const std::string& leader_compression, bool overlap,
                        MpiTransport* group, MpiTransport* cross, bool sharded, size_t segment_bytes, double timeout_s,
-                       bool shared_memory) {
+                       bool shared_memory, Device device, bool device_collective) {
              const AllReduceOptions o = options(ReduceOp::Sum, compression, nullptr, segment_bytes, timeout_s);
-             DataParallelOptions opts{bucket_bytes, o.codec,      make_codec(leader_compression),
-                                      sharded,      overlap,      segment_bytes,
-                                      o.timeout,    shared_memory};
+             DataParallelOptions opts{bucket_bytes,     o.codec,       make_codec(leader_compression),
+                                      sharded,          overlap,       segment_bytes,
+                                      o.timeout,        shared_memory, device,
+                                      device_collective};
              py::gil_scoped_release nogil;  // a collective handshake: other ranks' Python may need the GIL
              return std::make_shared<DataParallelReducer>(world, params, std::move(opts), group, cross);
            }),
@@ -67,9 +68,11 @@ PYBIND11_MODULE(_C_mpi, m) {
            py::arg("compression") = "none", py::arg("leader_compression") = "none", py::arg("overlap") = true,
            py::arg("group") = nullptr, py::arg("cross") = nullptr, py::arg("sharded") = false,
            py::arg("segment_bytes") = kMaxSegmentBytes, py::arg("timeout_s") = 300.0, py::arg("shared_memory") = true,
-           py::keep_alive<1, 2>(), py::keep_alive<1, 8>(), py::keep_alive<1, 9>())
+           py::arg("device") = Device::cpu(), py::arg("device_collective") = true, py::keep_alive<1, 2>(),
+           py::keep_alive<1, 8>(), py::keep_alive<1, 9>())
       .def_property_readonly("num_buckets", &DataParallelReducer::num_buckets)
       .def_property_readonly("shared_memory", &DataParallelReducer::shared_memory)
+      .def_property_readonly("reduces_on_device", &DataParallelReducer::reduces_on_device)
       .def_property_readonly("last_step_shared", &DataParallelReducer::last_step_shared)
       .def_property_readonly("last_samples", &DataParallelReducer::last_samples)
       .def_property_readonly("busy_seconds", &DataParallelReducer::busy_seconds)

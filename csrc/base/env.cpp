@@ -48,6 +48,10 @@ const std::vector<Knob>& knobs() {
        "1/true/yes/on: data-parallel ranks on one machine step through a shared-memory segment, the optimizer "
        "update sharded among them; 0/false/no/off: through the ring (one rank saying 0 makes every rank use it)",
        K::Bool},
+      {"NEXUS_NCCL", "1",
+       "1/true/yes/on: data-parallel ranks whose models are all on GPUs sum their gradients there with NCCL; "
+       "0/false/no/off: through host copies and the MPI ring (one rank saying 0 makes every rank use the ring)",
+       K::Bool},
   };
   return list;
 }

@@ -32,11 +32,28 @@ DataParallelReducer::DataParallelReducer(Transport& world, const std::vector<Ten
     hier_ = std::make_unique<HierarchicalReducer>(*group, cross, opts_.sharded, params, opts_.bucket_bytes,
                                                   opts_.leader_codec);
   const bool plain = !opts_.codec || opts_.codec->spec() == "none";
-  // Every rank takes part in the handshake (its wish is its answer), so ranks that disagree
+  // Every rank takes part in the handshakes (its wish is its answer), so ranks that disagree
   // fall back to the ring together instead of waiting for each other.
-  if (!group && plain)
+  if (!group) open_collective(plain);
+  if (collective_) overlap_ = false;  // the device sums after backward, on its stream
+  if (!group && plain && !collective_)
     shared_ =
         SharedStep::open(world_, params, opts_.shared_memory && knob_bool("NEXUS_DP_SHARED_MEMORY"), opts_.timeout);
+}
+
+void DataParallelReducer::open_collective(bool plain) {
+  bool can = plain && !opts_.device.is_cpu() && opts_.device_collective && knob_bool("NEXUS_NCCL");
+  if (can) can = device::backend(opts_.device).collective_unavailable().empty();
+  std::vector<double> yes{can ? 1.0 : 0.0};
+  sum_counts(yes);
+  if (yes[0] != double(world_.size())) return;
+  device::Backend& be = device::backend(opts_.device);
+  std::string id = world_.rank() == 0 ? be.collective_id() : std::string();
+  uint64_t bytes = id.size();
+  broadcast(world_, &bytes, sizeof bytes, 0, opts_.timeout);
+  id.resize(size_t(bytes));
+  broadcast(world_, id.data(), id.size(), 0, opts_.timeout);
+  collective_ = be.make_collective(id, world_.size(), world_.rank(), opts_.device.index);
 }
 
 bool DataParallelReducer::takes_update(const ops::optim::Config& c, const ops::optim::State& s) {
@@ -103,6 +120,9 @@ double DataParallelReducer::finish(const std::vector<Tensor>& grads, double loss
   const auto seconds = [](Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
   };
+  // Device work is queued, not done, when backward returns: wait for it, so that busy seconds
+  // hold this rank's real compute time.
+  if (collective_) device::backend(opts_.device).synchronize(opts_.device.index);
   const Clock::time_point entered = Clock::now();
   const double busy = seconds(synced_.value_or(start_), entered);
   const double cpu = process_cpu_seconds() - (synced_cpu_ >= 0 ? synced_cpu_ : start_cpu_);
@@ -154,6 +174,9 @@ double DataParallelReducer::finish(const std::vector<Tensor>& grads, double loss
     if (total != *guess_)  // weighted by samples / guess: make it samples / total
       ops::optim::scale_(grads, *guess_ / total);
     guess_ = total;
+  } else if (collective_) {
+    stats_ = {};  // on the device's links, not a wire of ours
+    collective_->weighted_sum(grads, share);
   } else if (hier_) {
     stats_ = hier_->reduce(buckets_, grads, share, ring_options());
   } else {

@@ -14,6 +14,11 @@
 // Hierarchical reduction (a group and a cross-group Transport): see HierarchicalReducer; with
 // overlap its buckets go to the worker thread the same way.
 //
+// On devices (opts.device): when every rank's model is on a device whose backend has a collective
+// library (NCCL for CUDA) and none declines (opts.device_collective, NEXUS_NCCL), the gradients
+// are summed there, weighted by samples, after backward (device::Collective), with no host copy
+// and no ring (flat reduction without a codec). Otherwise a device rank's gradients are copied to the host for the ring.
+//
 // Shared memory (opts.shared_memory, flat reduction without a codec): when every rank is on one
 // machine, SharedStep replaces the ring and shards the optimizer update, from the first step whose
 // optimizer state allows it (SharedStep::can_shard); the counts go through the segment too.
@@ -35,6 +40,7 @@
 #include "comm/hierarchical.h"
 #include "comm/overlap.h"
 #include "comm/shared_step.h"
+#include "device/backend.h"
 #include "engine/grad_reducer.h"
 
 namespace nexus::comm {
@@ -48,7 +54,9 @@ struct DataParallelOptions {
                                               // one must be allowed to use the transport in turn)
   size_t segment_bytes = kMaxSegmentBytes;
   Timeout timeout = default_timeout();
-  bool shared_memory = true;  // ranks on one machine: SharedStep (flat reduction, codec "none")
+  bool shared_memory = true;      // ranks on one machine: SharedStep (flat reduction, codec "none")
+  Device device;                  // where the model's parameters and gradients are
+  bool device_collective = true;  // a flat reduction of device ranks through their library (NCCL)
 };
 
 class DataParallelReducer final : public engine::GradReducer {
@@ -65,6 +73,7 @@ class DataParallelReducer final : public engine::GradReducer {
   bool takes_update(const ops::optim::Config& c, const ops::optim::State& s) override;
   void update(const ops::optim::Config& c, double lr, const std::vector<Tensor>& params, ops::optim::State& s) override;
 
+  bool reduces_on_device() const override { return collective_ != nullptr; }
   // Whether the ranks share a segment (the step goes through SharedStep once the optimizer allows).
   bool shared_memory() const { return shared_ != nullptr; }
   // Whether the last step did (its update was sharded).
@@ -86,6 +95,8 @@ class DataParallelReducer final : public engine::GradReducer {
 
  private:
   AllReduceOptions ring_options() const;
+  // Every rank says whether it can reduce on its device; when all can, the communicator is made.
+  void open_collective(bool plain);
   void sum_counts(std::vector<double>& counts);  // over the world, in place
 
   using Clock = std::chrono::steady_clock;
@@ -93,7 +104,8 @@ class DataParallelReducer final : public engine::GradReducer {
   DataParallelOptions opts_;
   BucketReducer buckets_;
   std::unique_ptr<HierarchicalReducer> hier_;
-  const bool overlap_;
+  std::unique_ptr<device::Collective> collective_;  // null: host buffers and the ring
+  bool overlap_;
   std::unique_ptr<OverlapReduction> pending_;  // this step's, with overlap
   std::unique_ptr<SharedStep> shared_;         // null: the ranks reduce through the ring
   bool shard_ = false, last_shared_ = false;   // this step (and the last) through shared_

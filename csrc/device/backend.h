@@ -11,9 +11,11 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "base/reduce_op.h"
 #include "ops/cpu/conv_kernel.h"
 #include "ops/cpu/optim_kernel.h"
@@ -22,6 +24,18 @@
 #include "tensor/tensor.h"
 
 namespace nexus::device {
+
+// Collective communication between processes with one device each, over the device's own
+// library (NCCL for CUDA): what data-parallel training uses when every rank's model is on such
+// a device, instead of copying the gradients to the host for the MPI ring.
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  // Each defined tensor of `grads` (contiguous, on this communicator's device, one float dtype)
+  // becomes, in place, the sum over the processes of weight_p * grads_p; queued on the device's
+  // current stream. Every process passes the same shapes and dtype in the same order.
+  virtual void weighted_sum(const std::vector<Tensor>& grads, double weight) = 0;
+};
 
 class Backend {
  public:
@@ -91,6 +105,18 @@ class Backend {
   // points to the entry point's by-value argument struct (nbytes of it: codegen::CudaArgs).
   virtual void launch_generated(const std::string& key, const std::function<std::string()>& source,
                                 const std::string& name, const void* args, size_t nbytes, int64_t n, int index) = 0;
+
+  // ---- collectives (see Collective) ----
+  // Why this process cannot make a Collective ("" when it can): no library, no device.
+  virtual std::string collective_unavailable() { return "this device type has no collective library"; }
+  // A new communicator's id, made by one process and sent to the others (bytes, opaque).
+  virtual std::string collective_id() { throw NotImplementedError(collective_unavailable()); }
+  // This process's member of the communicator `id` names: `size` processes, this one `rank`,
+  // on device `index`. Every process calls it at once (it returns when all have).
+  virtual std::unique_ptr<Collective> make_collective(const std::string& /*id*/, int /*size*/, int /*rank*/,
+                                                      int /*index*/) {
+    throw NotImplementedError(collective_unavailable());
+  }
 };
 
 // Registers the backend of a device type (called once, when its extension loads).

@@ -153,9 +153,10 @@ double CompiledModel::reduced_forward_backward(const Tensor& x, const Tensor& y,
   NX_CHECK(x.defined() && x.ndim() > 0, "train_step: the features need a batch dimension");
   const int64_t rows = x.dim(0);
   reducer.begin(rows);
-  // The reduction runs on host buffers: on a device, each gradient is copied to the host as soon
-  // as it is final (while backward goes on) and the reduced ones are copied back.
-  const bool staged = !device_.is_cpu();
+  // The reduction runs on host buffers unless the reducer reduces on the device: each gradient is
+  // then copied to the host as soon as it is final (while backward goes on), and the reduced ones
+  // are copied back.
+  const bool staged = !device_.is_cpu() && !reducer.reduces_on_device();
   std::vector<Tensor> host(params_.size());
   double loss = 0;
   if (rows > 0) {

@@ -25,6 +25,9 @@ class GradReducer {
   // After backward, before the update: reduces `grads` (one contiguous buffer each) in place and
   // returns the loss the step reports, given this rank's mean loss.
   virtual double finish(const std::vector<Tensor>& grads, double loss) = 0;
+  // Whether the reducer takes a device model's gradients where they are (it reduces them on the
+  // device); false: CompiledModel hands it host copies and copies the results back.
+  virtual bool reduces_on_device() const { return false; }
   // Whether the reducer applies this step's optimizer update itself (sharded among the ranks, see
   // comm::SharedStep). Asked before begin(), only when every parameter gets a gradient; when true,
   // finish() may leave `grads` unreduced and update() replaces ops::optim::step.

@@ -44,6 +44,7 @@ def _cuda() -> dict:
     d["cuda_archs"] = " ".join(backend.build_archs())
     d["cuda_runtime"] = backend.runtime_version()
     d["cuda_driver"] = backend.driver_version()
+    d["nccl"] = backend.nccl_version()  # "none" where it cannot be loaded
     if reason is not None:
         d["cuda_unavailable"] = reason
         return d
@@ -62,7 +63,7 @@ def info() -> dict:
         ``portable`` or the one -march of a ``NEXUS_ARCH`` build --, cpu_variants -- the kernel
         variants it carries --, compiler, sanitizers, cuda_compiled, cuda_status -- why CUDA is or is not built,
         mpi_compiled) and what this process sees (num_threads, cuda_available and, where the
-        backend is built, cuda_archs, cuda_runtime, cuda_driver, one ``cuda:N`` entry per GPU or
+        backend is built, cuda_archs, cuda_runtime, cuda_driver, nccl, one ``cuda:N`` entry per GPU or
         cuda_unavailable saying why; cpu_variant -- the kernel variant in use, chosen from
         cpu_features or by ``NEXUS_CPU_VARIANT`` --, simd -- it and its -march --; mpi,
         jit_compiler, jit_flags, jit_enabled, jit_cache_dir).

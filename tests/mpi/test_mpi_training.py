@@ -22,6 +22,7 @@ def test_data_parallel_weights_are_identical_on_every_rank_after_every_step(job)
         assert all(row["identical"]), row["identical"]
         assert row["losses"] == rows[0]["losses"]  # the global batch's loss, on every rank
         assert row["buckets"] > 1  # bucket_bytes=2048 splits the gradients
+        assert row["nccl"] is False  # host models: NCCL's handshake runs, and every rank declines
 
 
 def test_data_parallel_equals_single_process_full_batch_sgd(job):

@@ -152,3 +152,13 @@ def test_operands_merge_into_the_kernels_fast_paths():
     assert _C_cuda.operand_layout(out, nx.ones(5, 6).T, x) == (2, False, False)
     one = nx.tensor(0.0)
     assert _C_cuda.operand_layout(one, nx.tensor(1.0), nx.tensor(2.0)) == (0, True, True)
+
+
+def test_nccl_loads_from_its_wheel_or_says_what_to_install():
+    version, why = _C_cuda.nccl_version(), _C_cuda.nccl_unavailable()
+    if version == "none":  # the usual case without the [cuda] extra
+        assert why.startswith("NCCL could not be loaded (pip install nvidia-nccl-cu13") and "libnccl.so.2" in why
+    else:  # its entry points resolved, the weighted sum's PreMulSum op included
+        major, minor, _ = (int(p) for p in version.split("."))
+        assert (major, minor) >= (2, 11) and why == ""
+        assert len(_C_cuda.nccl_unique_id()) == 128  # no GPU needed: an address for the others to join

@@ -72,7 +72,10 @@ class DataParallel:
     optimizer update, the parameters living in the segment while this object lives (module
     docstring; ``NEXUS_DP_SHARED_MEMORY=0`` turns it off for every
     DataParallel); ``dp.shared_memory`` says whether they do (False on every rank when any rank
-    declines or cannot map the segment).
+    declines or cannot map the segment). ``nccl``: when every rank's model is on a GPU and NCCL
+    loads on every rank (``pip install ".[cuda]"``), the gradients are summed GPU to GPU by
+    NCCL after backward (flat reduction, no codec, no host copies; ``NEXUS_NCCL=0`` or
+    ``nccl=False`` keeps the host ring); ``dp.nccl`` says whether they are.
     Construction broadcasts parameters and buffers from ``root``. Raises ValueError for a bad
     ``bucket_bytes``, codec, ``groups`` or ``sharded``.
 
@@ -81,7 +84,7 @@ class DataParallel:
 
     def __init__(self, model, compression=None, bucket_bytes: int | None = None, root: int = 0,
                  groups=None, leader_compression=None, overlap: bool = True, sharded: bool | None = None,
-                 shared_memory: bool = True):
+                 shared_memory: bool = True, nccl: bool = True):
         self.model = model
         self.compression = _world.codec_spec(compression)
         self.leader_compression = _world.codec_spec(leader_compression)
@@ -104,7 +107,7 @@ class DataParallel:
                 w.transport, list(model.params.values()), bucket_bytes, self.compression,
                 self.leader_compression, self.overlap, group, cross, sharded,
                 segment_bytes=_C.comm.MAX_SEGMENT_BYTES, timeout_s=config.comm_timeout(),
-                shared_memory=bool(shared_memory))
+                shared_memory=bool(shared_memory), device=model.device, device_collective=bool(nccl))
             for t in [*model.params.values(), *model.buffers.values()]:
                 _world.broadcast(t, root=root)
         self.last_samples = 0  # samples of all ranks in the last step
@@ -120,6 +123,12 @@ class DataParallel:
         """Whether the ranks step through a shared-memory segment (all on one machine, no codec,
         no groups) rather than the ring. False in a world of one."""
         return bool(self._reducer is not None and self._reducer.shared_memory)
+
+    @property
+    def nccl(self) -> bool:
+        """Whether the gradients are summed on the GPUs by NCCL (every rank's model on a GPU,
+        NCCL loaded everywhere) rather than through host copies and the MPI ring."""
+        return bool(self._reducer is not None and self._reducer.reduces_on_device)
 
     @property
     def num_buckets(self) -> int:

@@ -51,7 +51,7 @@ identical, losses = [same_everywhere(model)], []
 for xb, yb in loader:
     losses.append(dp.train_step(xb, yb))
     identical.append(same_everywhere(model))
-report(check="custom_loop", identical=identical, losses=losses, buckets=dp.num_buckets)
+report(check="custom_loop", identical=identical, losses=losses, buckets=dp.num_buckets, nccl=dp.nccl)
 if RANK == 0:
     ref = build(seed=0)
     ref_losses = [ref.train_step(xb, yb)
