@@ -5,7 +5,9 @@
 GEMM TFLOP/s (float32, TF32, bfloat16 storage) vs torch.matmul; an elementwise chain's
 effective GB/s vs the card's device-to-device copy bandwidth (measured here), torch eager and
 torch.compile; the compiled training step (forward, backward, Adam update) of MLP
-784-1024-1024-10 at batch 256 and LeNet at batch 64 vs torch eager and torch.compile. Each
+784-1024-1024-10 at batch 256 and LeNet at batch 64 vs torch eager and torch.compile; an epoch
+of that MLP fed from host arrays, with and without the DataLoader's prefetch to the device, vs
+torch's DataLoader (pinned memory, non_blocking copies). Each
 result is checked against PyTorch before it is timed; times are medians over repeated runs,
 each ended by a device synchronize. ratio = torch time / Nexus
 time (> 1: Nexus is faster). Absolute times are given: this runs on a GPU.
@@ -169,6 +171,42 @@ def train_steps(quick: bool):
         train_step_case(ts, key, 10 if quick else 50)
 
 
+def feeding(quick: bool):
+    """An epoch of the MLP step fed from host arrays, against torch's DataLoader with pinned
+    memory and non_blocking copies: Nexus with batches copied as each step takes them
+    (device=None) and with the DataLoader's prefetch to the GPU (device="cuda")."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import train_step as ts  # noqa: PLC0415
+
+    case = ts.CASES["mlp-large-adam"]
+    n = case.batch * (20 if quick else 100)
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((n, 784)).astype(np.float32), rng.integers(0, 10, n)
+    ours = ts.build_nexus(case)
+    model, opt, _ = ts.torch_like_nexus(case, ours.params)
+    ours.to("cuda")
+    model.cuda()
+    step = ts.torch_step_fn(model, type(opt)(model.parameters(), **opt.defaults))
+    data = torch.utils.data.TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
+
+    def nexus_epoch(device):
+        return lambda: [ours.train_step(xb, yb) for xb, yb in
+                        nx.data.DataLoader((x, y), case.batch, drop_last=True, device=device)]
+
+    def torch_epoch():
+        for xb, yb in torch.utils.data.DataLoader(data, case.batch, shuffle=True, drop_last=True, pin_memory=True):
+            step(xb.cuda(non_blocking=True), yb.cuda(non_blocking=True))
+
+    reps = 3 if quick else 5
+    torch_s = timed(torch_epoch, torch_sync, reps, warmup=1)
+    per_s = lambda s: n / s / 1e3  # noqa: E731
+    print(f"\n| epoch of {n} samples from host arrays, {case.model} b{case.batch} | Nexus | torch DataLoader "
+          "(pinned, non_blocking) | ratio |\n| --- | --- | --- | --- |")
+    row("batches copied per step", timed(nexus_epoch(None), nx_sync, reps, warmup=1), torch_s, per_s, "k samples/s")
+    row("DataLoader(device='cuda')", timed(nexus_epoch("cuda"), nx_sync, reps, warmup=1), torch_s, per_s,
+        "k samples/s")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
@@ -183,6 +221,7 @@ def main():
     gemm(args.quick)
     elementwise(args.quick)
     train_steps(args.quick)
+    feeding(args.quick)
 
 
 if __name__ == "__main__":
