@@ -43,7 +43,7 @@ fi
 stage info "$PY" -m nexus.cli info
 # Every backend kernel against the host kernels (tests/cuda/check_backend.cpp), then the GPU tests.
 stage kernels bash -c 'cmake --build build/gpu --target nexus_cuda_check >/dev/null && build/gpu/nexus_cuda_check'
-stage tests timeout 200 "$PY" -m pytest -q --tb=short -p no:cacheprovider -o addopts="" tests/gpu tests/python/test_device.py
+stage tests timeout 300 "$PY" -m pytest -q --tb=short -p no:cacheprovider -o addopts="" tests/gpu tests/python/test_device.py
 stage benchmark timeout 200 "$PY" benchmarks/gpu.py "$@"
 if [ ${#failed[@]} -gt 0 ]; then echo "gpu_check: failed: ${failed[*]}"; exit 1; fi
 echo "gpu_check: all stages passed"

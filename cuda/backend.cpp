@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -170,6 +171,69 @@ void CudaBackend::copy_bytes(void* dst, Device dst_device, const void* src, Devi
   // The host reads its bytes after we return (device-to-host), or may free or reuse its source
   // buffer (host-to-device: pageable memory is staged, but only part of it before the call returns).
   if (to_host || from_host) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+Tensor CudaBackend::empty_pinned(const Shape& shape, DType dtype) {
+  check_device(0);  // page-locking goes through the driver
+  const size_t bytes = size_t(numel(shape)) * itemsize(dtype);
+  void* p = pinned_.allocate(bytes);
+  auto storage = std::make_shared<Storage>(p, bytes, [](void* q) { cuda_backend().pinned().release(q); });
+  return Tensor::view_of(std::move(storage), 0, shape, contiguous_strides(shape), dtype);
+}
+
+namespace {
+
+// The event recorded on the copy stream after a device-to-host copy, and the destination, which
+// the copy may still be writing: dropped unfinished (an error unwinding the step), it waits.
+class EventCopy final : public device::PendingCopy {
+ public:
+  EventCopy(cudaEvent_t e, std::shared_ptr<Storage> dst) : event_(e), dst_(std::move(dst)) {}
+  ~EventCopy() override {
+    (void)cudaEventSynchronize(event_);
+    (void)cudaEventDestroy(event_);
+  }
+  EventCopy(const EventCopy&) = delete;
+  EventCopy& operator=(const EventCopy&) = delete;
+  bool done() override { return event_done(event_); }
+  void wait() override { check(cudaEventSynchronize(event_), "cudaEventSynchronize"); }
+
+ private:
+  cudaEvent_t event_;
+  std::shared_ptr<Storage> dst_;
+};
+
+cudaEvent_t recorded_event(cudaStream_t stream) {
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  const cudaError_t err = cudaEventRecord(e, stream);
+  if (err != cudaSuccess) (void)cudaEventDestroy(e);
+  check(err, "cudaEventRecord");
+  return e;
+}
+
+}  // namespace
+
+std::unique_ptr<device::PendingCopy> CudaBackend::copy_to_host_async(const Tensor& dst, const Tensor& src) {
+  const size_t bytes = size_t(src.numel()) * itemsize(src.dtype());
+  NX_ASSERT(dst.device().is_cpu() && src.device().type == DeviceType::CUDA && dst.is_contiguous() &&
+                src.is_contiguous() && size_t(dst.numel()) * itemsize(dst.dtype()) == bytes,
+            "copy_to_host_async of mismatched tensors");
+  const int index = src.device().index;
+  DeviceGuard guard(index);
+  static std::array<std::atomic<cudaStream_t>, kMaxStreamDevices> copy_streams{};  // one per device
+  cudaStream_t copy = copy_streams[size_t(index)].load();
+  if (!copy) {
+    cudaStream_t fresh = pool_stream(index);
+    copy = copy_streams[size_t(index)].compare_exchange_strong(copy, fresh) ? fresh : copy;
+  }
+  const cudaEvent_t ready = recorded_event(current_stream());  // src is final once this is reached
+  const cudaError_t waited = cudaStreamWaitEvent(copy, ready, 0);
+  (void)cudaEventDestroy(ready);  // released once the wait has been satisfied
+  check(waited, "cudaStreamWaitEvent");
+  if (bytes)
+    check(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), bytes, cudaMemcpyDeviceToHost, copy), "cudaMemcpyAsync");
+  allocator_.record_stream(src.storage()->data(), copy);  // src's block waits for the copy after its release
+  return std::make_unique<EventCopy>(recorded_event(copy), dst.storage());
 }
 
 void CudaBackend::synchronize(int index) {

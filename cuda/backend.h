@@ -22,6 +22,8 @@ class CudaBackend final : public device::Backend {
   void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
                   bool non_blocking) override;
   void synchronize(int index) override;
+  Tensor empty_pinned(const Shape& shape, DType dtype) override;
+  std::unique_ptr<device::PendingCopy> copy_to_host_async(const Tensor& dst, const Tensor& src) override;
 
   void cast(const Tensor& dst, const Tensor& src) override;
   void fill(const Tensor& out, double value) override;
@@ -50,6 +52,7 @@ class CudaBackend final : public device::Backend {
 
   // nccl.cpp: NCCL for data-parallel gradients between GPUs.
   std::string collective_unavailable() override;
+  std::string device_uid(int index) override;
   std::string collective_id() override;
   std::unique_ptr<device::Collective> make_collective(const std::string& id, int size, int rank, int index) override;
 

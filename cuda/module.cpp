@@ -79,13 +79,10 @@ class Event {
 Tensor pin_memory(const Tensor& x) {
   NX_CHECK(x.device().is_cpu(), "pin_memory: the tensor is on ", x.device().str(),
            "; only host tensors can be pinned (pinned memory is host memory)");
-  cuda_backend().check_device(0);  // page-locking goes through the driver
   const Tensor src = ops::contiguous(x.detach());
-  const size_t bytes = size_t(x.numel()) * itemsize(x.dtype());
-  void* p = cuda_backend().pinned().allocate(bytes);
-  auto storage = std::make_shared<Storage>(p, bytes, [](void* q) { cuda_backend().pinned().release(q); });
-  if (bytes) std::memcpy(p, src.raw_data(), bytes);
-  return Tensor::view_of(std::move(storage), 0, x.shape(), contiguous_strides(x.shape()), x.dtype());
+  Tensor out = cuda_backend().empty_pinned(x.shape(), x.dtype());
+  if (const size_t bytes = size_t(x.numel()) * itemsize(x.dtype())) std::memcpy(out.raw_data(), src.raw_data(), bytes);
+  return out;
 }
 
 bool is_pinned(const Tensor& x) {

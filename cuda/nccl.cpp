@@ -182,6 +182,13 @@ std::string CudaBackend::collective_unavailable() {
   return nccl_unavailable();
 }
 
+std::string CudaBackend::device_uid(int index) {
+  check_device(index);
+  char bus[32] = {};
+  check(cudaDeviceGetPCIBusId(bus, int(sizeof bus), index), "cudaDeviceGetPCIBusId");
+  return bus;
+}
+
 std::string CudaBackend::collective_id() { return nccl_unique_id(); }
 
 std::unique_ptr<device::Collective> CudaBackend::make_collective(const std::string& id, int size, int rank, int index) {

@@ -1,7 +1,11 @@
 #include "comm/data_parallel.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <ctime>
+#include <functional>
 
 #include "base/env.h"
 #include "base/error.h"
@@ -36,17 +40,33 @@ DataParallelReducer::DataParallelReducer(Transport& world, const std::vector<Ten
   // fall back to the ring together instead of waiting for each other.
   if (!group) open_collective(plain);
   if (collective_) overlap_ = false;  // the device sums after backward, on its stream
+  // A rank whose model is on a device declines the segment (its gradients and update are there):
+  // beside host ranks, all of them keep the ring together.
   if (!group && plain && !collective_)
-    shared_ =
-        SharedStep::open(world_, params, opts_.shared_memory && knob_bool("NEXUS_DP_SHARED_MEMORY"), opts_.timeout);
+    shared_ = SharedStep::open(world_, params,
+                               opts_.shared_memory && opts_.device.is_cpu() && knob_bool("NEXUS_DP_SHARED_MEMORY"),
+                               opts_.timeout);
 }
 
 void DataParallelReducer::open_collective(bool plain) {
   bool can = plain && !opts_.device.is_cpu() && opts_.device_collective && knob_bool("NEXUS_NCCL");
   if (can) can = device::backend(opts_.device).collective_unavailable().empty();
-  std::vector<double> yes{can ? 1.0 : 0.0};
-  sum_counts(yes);
-  if (yes[0] != double(world_.size())) return;
+  // [ranks that can, then each rank's device (machine and device id, hashed to 52 bits)]: two
+  // ranks on one GPU (NCCL refuses them) keep the ring.
+  const size_t n = size_t(world_.size());
+  std::vector<double> votes(1 + n, 0.0);
+  votes[0] = can ? 1.0 : 0.0;
+  if (can) {
+    char host[256] = {};
+    (void)gethostname(host, sizeof host - 1);
+    const std::string uid = str(host, "/", device::backend(opts_.device).device_uid(opts_.device.index));
+    votes[1 + size_t(world_.rank())] = double(std::hash<std::string>()(uid) >> 12) + 1.0;
+  }
+  sum_counts(votes);
+  if (votes[0] != double(n)) return;
+  std::vector<double> devices(votes.begin() + 1, votes.end());
+  std::sort(devices.begin(), devices.end());
+  if (std::adjacent_find(devices.begin(), devices.end()) != devices.end()) return;
   device::Backend& be = device::backend(opts_.device);
   std::string id = world_.rank() == 0 ? be.collective_id() : std::string();
   uint64_t bytes = id.size();

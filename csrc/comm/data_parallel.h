@@ -17,7 +17,7 @@
 // On devices (opts.device): when every rank's model is on a device whose backend has a collective
 // library (NCCL for CUDA) and none declines (opts.device_collective, NEXUS_NCCL), the gradients
 // are summed there, weighted by samples, after backward (device::Collective), with no host copy
-// and no ring (flat reduction without a codec). Otherwise a device rank's gradients are copied to the host for the ring.
+// and no ring (flat reduction without a codec, every rank on a device of its own). Otherwise a device rank's gradients are copied to the host for the ring.
 //
 // Shared memory (opts.shared_memory, flat reduction without a codec): when every rank is on one
 // machine, SharedStep replaces the ring and shards the optimizer update, from the first step whose

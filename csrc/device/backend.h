@@ -37,6 +37,14 @@ class Collective {
   virtual void weighted_sum(const std::vector<Tensor>& grads, double weight) = 0;
 };
 
+// A copy queued by Backend::copy_to_host_async.
+class PendingCopy {
+ public:
+  virtual ~PendingCopy() = default;
+  virtual bool done() = 0;  // the bytes are on the host
+  virtual void wait() = 0;  // returns when they are
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -57,6 +65,14 @@ class Backend {
   virtual void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes,
                           bool non_blocking) = 0;
   virtual void synchronize(int index) = 0;
+  // A host tensor of that shape and dtype in page-locked memory, which copies to and from a
+  // device read and write without staging (so they can run while the host goes on).
+  virtual Tensor empty_pinned(const Shape& shape, DType dtype) = 0;
+  // Queues a copy of device tensor src into host tensor dst (both contiguous, same bytes; dst
+  // from empty_pinned) on a copy stream, after the work queued so far on src's device's current
+  // stream, and returns at once: backward goes on while the copy engine moves what it finished.
+  // src's memory is not reused before the copy has read it.
+  virtual std::unique_ptr<PendingCopy> copy_to_host_async(const Tensor& dst, const Tensor& src) = 0;
 
   // ---- kernels ----
   virtual void cast(const Tensor& dst, const Tensor& src) = 0;  // any dtypes, same shape; dst may be strided
@@ -109,6 +125,9 @@ class Backend {
   // ---- collectives (see Collective) ----
   // Why this process cannot make a Collective ("" when it can): no library, no device.
   virtual std::string collective_unavailable() { return "this device type has no collective library"; }
+  // What tells device `index` apart from every other device of this machine, whatever each
+  // process's view of the devices (CUDA: its PCI bus id): a collective needs distinct devices.
+  virtual std::string device_uid(int index) { return std::to_string(index); }
   // A new communicator's id, made by one process and sent to the others (bytes, opaque).
   virtual std::string collective_id() { throw NotImplementedError(collective_unavailable()); }
   // This process's member of the communicator `id` names: `size` processes, this one `rank`,

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <deque>
 
+#include "device/backend.h"
 #include "engine/executor.h"
 #include "graph/passes/passes.h"
 #include "ops/ops.h"
@@ -154,17 +156,35 @@ double CompiledModel::reduced_forward_backward(const Tensor& x, const Tensor& y,
   const int64_t rows = x.dim(0);
   reducer.begin(rows);
   // The reduction runs on host buffers unless the reducer reduces on the device: each gradient is
-  // then copied to the host as soon as it is final (while backward goes on), and the reduced ones
-  // are copied back.
+  // then queued for a copy into pinned host memory as soon as it is final, the copy engine moving
+  // it while backward goes on; the reducer gets each one when its bytes have arrived (checked at
+  // every later gradient, then waited for in order after backward), and the reduced ones are
+  // copied back.
   const bool staged = !device_.is_cpu() && !reducer.reduces_on_device();
   std::vector<Tensor> host(params_.size());
+  std::deque<std::pair<size_t, std::unique_ptr<device::PendingCopy>>> copying;
+  auto hand_over = [&](bool wait) {
+    while (!copying.empty() && (wait || copying.front().second->done())) {
+      copying.front().second->wait();
+      reducer.on_grad_ready(copying.front().first, host[copying.front().first]);
+      copying.pop_front();
+    }
+  };
   double loss = 0;
   if (rows > 0) {
     loss = forward_backward(x, y, [&](size_t p, const Tensor& g) {
       if (!g.defined() || !g.is_contiguous()) return;
-      host[p] = staged ? ops::to_device(g, Device::cpu()) : g;
-      reducer.on_grad_ready(p, host[p]);
+      if (!staged) {
+        host[p] = g;
+        reducer.on_grad_ready(p, g);
+        return;
+      }
+      device::Backend& be = device::backend(device_);
+      host[p] = be.empty_pinned(g.shape(), g.dtype());
+      copying.emplace_back(p, be.copy_to_host_async(host[p], g));
+      hand_over(false);
     });
+    hand_over(true);
   } else {
     for (size_t i = 0; i < params_.size(); ++i)
       grads_[i] = Tensor::zeros(params_[i].shape(), params_[i].dtype(), device_);
@@ -173,8 +193,8 @@ double CompiledModel::reduced_forward_backward(const Tensor& x, const Tensor& y,
   for (size_t i = 0; i < params_.size(); ++i)
     if (!host[i].defined() && grads_[i].defined()) host[i] = ops::to_device(grads_[i], Device::cpu());
   const double reported = reducer.finish(host, loss);
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (host[i].defined()) grads_[i] = ops::to_device(host[i], device_);
+  for (size_t i = 0; i < params_.size(); ++i)  // from pinned memory: queued, not waited for
+    if (host[i].defined()) grads_[i] = ops::to_device(host[i], device_, /*non_blocking=*/true);
   return reported;
 }
 
