@@ -349,15 +349,15 @@ void SharedStep::bind_state(const ops::optim::Config& c, ops::optim::State& s) {
 // values are the same on every rank, and after this step's second meeting all parts are in.
 void SharedStep::bind_params(const std::vector<Tensor>& params) {
   if (bound_.empty()) bound_.resize(numel_.size());
-  char* published = static_cast<char*>(slot(size_));
   for (size_t i = 0; i < numel_.size(); ++i) {
     NX_ASSERT(params[i].defined() && size_t(params[i].numel()) == numel_[i] && params[i].dtype() == dtype_ &&
               params[i].is_contiguous() && params[i].device().is_cpu());
     if (params[i].storage() == published_[i]) continue;
     const size_t a = std::max(lo_, offset_[i]), b = std::min(hi_, offset_[i] + numel_[i]);
+    const size_t skip = (a - offset_[i]) * item_;
     if (a < b)
-      std::memcpy(published + a * item_, static_cast<const char*>(params[i].raw_data()) + (a - offset_[i]) * item_,
-                  (b - a) * item_);
+      std::memcpy(static_cast<char*>(published_[i]->data()) + skip,
+                  static_cast<const char*>(params[i].raw_data()) + skip, (b - a) * item_);
   }
 }
 
@@ -379,7 +379,6 @@ void SharedStep::step(size_t a, size_t b, const ops::optim::Config& c, double lr
   // segment's parameters, of the reduced gradient in this rank's slot and of the segment's
   // moments (through storages not marked shared: this is the step that owns them).
   char* reduced = static_cast<char*>(slot(rank_));
-  char* published = static_cast<char*>(slot(size_));
   ops::optim::State piece;
   piece.step = s.step;
   std::vector<Tensor> ps, gs;
@@ -387,7 +386,7 @@ void SharedStep::step(size_t a, size_t b, const ops::optim::Config& c, double lr
     const size_t lo = std::max(a, offset_[i]), hi = std::min(b, offset_[i] + numel_[i]);
     if (lo >= hi) continue;
     const size_t skip = lo - offset_[i];
-    ps.push_back(view(published + lo * item_, hi - lo));
+    ps.push_back(view(static_cast<char*>(published_[i]->data()) + skip * item_, hi - lo));
     gs.push_back(view(reduced + lo * item_, hi - lo));
     piece.param_steps.push_back(s.param_steps.empty() ? 0 : s.param_steps[i]);
     for (auto [from, to] : {std::pair{&s.m, &piece.m}, std::pair{&s.v, &piece.v}})
