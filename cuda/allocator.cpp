@@ -85,12 +85,7 @@ void CachingAllocator::release(void* ptr) {
   }
   Waiting w{ptr, b, {}};
   DeviceGuard guard(b.device);
-  for (cudaStream_t s : b.others) {
-    cudaEvent_t e = nullptr;
-    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    w.events.push_back(e);
-    check(cudaEventRecord(e, s), "cudaEventRecord");
-  }
+  for (cudaStream_t s : b.others) w.events.push_back(recorded_event(s));
   waiting_.push_back(std::move(w));
 }
 

@@ -202,15 +202,6 @@ class EventCopy final : public device::PendingCopy {
   std::shared_ptr<Storage> dst_;
 };
 
-cudaEvent_t recorded_event(cudaStream_t stream) {
-  cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  const cudaError_t err = cudaEventRecord(e, stream);
-  if (err != cudaSuccess) (void)cudaEventDestroy(e);
-  check(err, "cudaEventRecord");
-  return e;
-}
-
 }  // namespace
 
 std::unique_ptr<device::PendingCopy> CudaBackend::copy_to_host_async(const Tensor& dst, const Tensor& src) {

@@ -28,6 +28,16 @@ inline bool event_done(cudaEvent_t e) {
   return true;
 }
 
+// A new event (no timing) recorded on `stream` after the work queued there so far.
+inline cudaEvent_t recorded_event(cudaStream_t stream) {
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  const cudaError_t err = cudaEventRecord(e, stream);
+  if (err != cudaSuccess) (void)cudaEventDestroy(e);
+  check(err, "cudaEventRecord");
+  return e;
+}
+
 // Makes `device` current for the scope and restores the previous one after.
 class DeviceGuard {
  public:

@@ -82,10 +82,7 @@ void PinnedAllocator::record_use(const void* ptr, int device, cudaStream_t strea
     return true;
   });
   DeviceGuard guard(device);
-  cudaEvent_t e = nullptr;
-  check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  uses.push_back(e);
-  check(cudaEventRecord(e, stream), "cudaEventRecord");
+  uses.push_back(recorded_event(stream));
 }
 
 void PinnedAllocator::collect_locked(bool wait) {
