@@ -43,9 +43,12 @@ else()
   if(NOT EXISTS "${NEXUS_BLAS_LIB_DIR}/libscipy_openblas.so")
     message(FATAL_ERROR "scipy-openblas32 has no ${NEXUS_BLAS_LIB_DIR}/libscipy_openblas.so")
   endif()
-  nexus_stage(openblas/include "${NEXUS_BLAS_INCLUDE_DIR}" NEXUS_BLAS_INCLUDE_DIR)
   nexus_stage(openblas/lib "${NEXUS_BLAS_LIB_DIR}/libscipy_openblas.so" NEXUS_BLAS_LIBRARY)
 endif()
+# The headers staged in either case: every build of the core then compiles with the same commands
+# relative to its build directory, so with CCACHE_BASEDIR (as .ci/run sets it) tools/ctest.sh's
+# build of the core reuses the objects of the pip build before it.
+nexus_stage(openblas/include "${NEXUS_BLAS_INCLUDE_DIR}" NEXUS_BLAS_INCLUDE_DIR)
 add_library(nexus_blas INTERFACE)
 target_include_directories(nexus_blas INTERFACE "${NEXUS_BLAS_INCLUDE_DIR}")
 target_link_libraries(nexus_blas INTERFACE "${NEXUS_BLAS_LIBRARY}")
