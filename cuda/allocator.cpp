@@ -83,10 +83,10 @@ void CachingAllocator::release(void* ptr) {
     cache_locked(ptr, b);
     return;
   }
-  Waiting w{ptr, b, {}};
+  std::vector<cudaEvent_t> events;
   DeviceGuard guard(b.device);
-  for (cudaStream_t s : b.others) w.events.push_back(recorded_event(s));
-  waiting_.push_back(std::move(w));
+  for (cudaStream_t s : b.others) events.push_back(recorded_event(s));
+  waiting_.add(ptr, b, std::move(events));
 }
 
 void CachingAllocator::cache_locked(void* ptr, const Block& b) {
@@ -94,22 +94,9 @@ void CachingAllocator::cache_locked(void* ptr, const Block& b) {
 }
 
 void CachingAllocator::collect_locked(bool wait, int device) {
-  std::vector<Waiting> still;
-  for (Waiting& w : waiting_) {
-    const bool mine = device < 0 || w.block.device == device;
-    bool done = true;
-    for (cudaEvent_t e : w.events) {
-      if (mine && wait) check(cudaEventSynchronize(e), "cudaEventSynchronize");
-      done = done && (mine && wait ? true : event_done(e));
-    }
-    if (!done) {
-      still.push_back(std::move(w));
-      continue;
-    }
-    for (cudaEvent_t e : w.events) (void)cudaEventDestroy(e);
-    cache_locked(w.ptr, w.block);
-  }
-  waiting_ = std::move(still);
+  waiting_.collect(
+      wait, [&](const Block& b) { return device < 0 || b.device == device; },
+      [&](void* ptr, const Block& b) { cache_locked(ptr, b); });
 }
 
 void CachingAllocator::empty_cache_locked(int device) {

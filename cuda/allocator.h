@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pending.h"
+
 namespace nexus::cuda {
 
 inline constexpr size_t kSmallGranule = 512;
@@ -57,11 +59,6 @@ class CachingAllocator {
     cudaStream_t stream;               // the one it was allocated for
     std::vector<cudaStream_t> others;  // record_stream's
   };
-  struct Waiting {  // released while other streams may still use it
-    void* ptr;
-    Block block;
-    std::vector<cudaEvent_t> events;
-  };
   struct PoolKey {
     int device;
     cudaStream_t stream;
@@ -83,7 +80,7 @@ class CachingAllocator {
   std::mutex mu_;
   std::unordered_map<void*, Block> live_;
   std::unordered_map<PoolKey, std::vector<void*>, PoolKeyHash> free_;
-  std::vector<Waiting> waiting_;
+  PendingBlocks<Block> waiting_;  // released while other streams may still use them
   std::unordered_map<int, AllocatorStats> stats_;
 };
 

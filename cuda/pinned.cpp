@@ -7,13 +7,6 @@
 #include "device_guard.h"
 
 namespace nexus::cuda {
-namespace {
-
-void destroy_events(const std::vector<cudaEvent_t>& events) {
-  for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
-}
-
-}  // namespace
 
 void* PinnedAllocator::allocate(size_t nbytes) {
   const size_t size = size_class(nbytes);
@@ -57,7 +50,7 @@ void PinnedAllocator::release(void* ptr) {
   live_.erase(it);
   cached_bytes_ += b.size;
   if (b.uses.empty()) free_[b.size].push_back(ptr);
-  else waiting_.push_back({ptr, std::move(b)});
+  else waiting_.add(ptr, b.size, std::move(b.uses));
 }
 
 bool PinnedAllocator::contains(const void* ptr, size_t nbytes) {
@@ -86,27 +79,7 @@ void PinnedAllocator::record_use(const void* ptr, int device, cudaStream_t strea
 }
 
 void PinnedAllocator::collect_locked(bool wait) {
-  std::vector<Waiting> still;
-  for (Waiting& w : waiting_) {
-    bool done = true;
-    for (cudaEvent_t e : w.block.uses) {
-      if (wait) {
-        check(cudaEventSynchronize(e), "cudaEventSynchronize");
-        continue;
-      }
-      if (!event_done(e)) {
-        done = false;
-        break;
-      }
-    }
-    if (!done) {
-      still.push_back(std::move(w));
-      continue;
-    }
-    destroy_events(w.block.uses);
-    free_[w.block.size].push_back(w.ptr);
-  }
-  waiting_ = std::move(still);
+  waiting_.collect(wait, [](size_t) { return true; }, [&](void* ptr, size_t size) { free_[size].push_back(ptr); });
 }
 
 void PinnedAllocator::empty_cache() {

@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pending.h"
+
 namespace nexus::cuda {
 
 class PinnedAllocator {
@@ -34,18 +36,14 @@ class PinnedAllocator {
  private:
   struct Block {
     size_t size;
-    std::vector<cudaEvent_t> uses;
-  };
-  struct Waiting {
-    void* ptr;
-    Block block;
+    std::vector<cudaEvent_t> uses;  // while live: the copies that read it (record_use)
   };
   void collect_locked(bool wait);
 
   std::mutex mu_;
   std::map<uintptr_t, Block> live_;  // by address: contains() finds the block below a pointer
   std::unordered_map<size_t, std::vector<void*>> free_;
-  std::vector<Waiting> waiting_;
+  PendingBlocks<size_t> waiting_;  // released while copies still read them (by size)
   size_t cached_bytes_ = 0;
 };
 
