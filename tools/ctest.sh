@@ -16,6 +16,13 @@ if [[ " ${NEXUS_CTEST_CMAKE_ARGS:-}" != *" -DNEXUS_BLAS_ROOT="* ]]; then
     { echo "ctest.sh: pip install scipy-openblas32, or pass -DNEXUS_BLAS_ROOT=... in NEXUS_CTEST_CMAKE_ARGS"; exit 1; }
   blas=("-DNEXUS_BLAS_ROOT=$root")
 fi
+# The compiler of the README's pip build: $CXX, else the one this Python was built with (what
+# scikit-build-core hands CMake then), so that the tests build the core pip installs. In .ci/run
+# that makes the two builds' commands the same, and ccache answers this one from pip's.
+if [[ -z "${CXX:-}" ]]; then
+  cxx=$(python -c 'import sysconfig; print((sysconfig.get_config_var("CXX") or "").split(" ")[0])' || true)
+  if [[ -n "$cxx" ]] && command -v "$cxx" >/dev/null; then export CXX=$cxx; fi
+fi
 cmake -S . -B "$build" -DNEXUS_PYTHON=OFF -DNEXUS_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${blas[@]}" "${extra[@]}"
 cmake --build "$build" --parallel "$(nproc)"
 [[ -n "${NEXUS_CTEST_BUILD_ONLY:-}" ]] && exit 0  # tools/ctest-aarch64.sh: it checks the binaries, then runs ctest
